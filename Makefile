@@ -1,0 +1,114 @@
+# loom — build.
+#
+#   make            static + shared library and the `loom` CLI (build/)
+#   make test       CPU tests (no GPU needed); also compiles every .cu for sm_90a
+#   make gpu-test   GPU tests (needs 1+ GPUs; multi-GPU cases skip when fewer)
+#   make clean
+#
+# Finds CUDA in $CUDA_HOME or /usr/local/cuda, and NCCL >= 2.28 with its
+# device API in $NCCL_HOME, the CUDA tree, or the Python package
+# nvidia-nccl (as on the GPU machines' image), in that order.
+
+CUDA_HOME ?= /usr/local/cuda
+NVCC := $(CUDA_HOME)/bin/nvcc
+ifeq ($(wildcard $(NVCC)),)
+$(error CUDA not found: no nvcc at $(NVCC). Set CUDA_HOME to your CUDA toolkit (12.8 or newer))
+endif
+
+# ---- NCCL -------------------------------------------------------------------
+NCCL_MIN_VERSION := 22800
+ifneq ($(NCCL_HOME),)
+  ifeq ($(wildcard $(NCCL_HOME)/include/nccl.h),)
+    $(error NCCL_HOME=$(NCCL_HOME) has no include/nccl.h)
+  endif
+  NCCL_ROOT := $(NCCL_HOME)
+else ifneq ($(wildcard $(CUDA_HOME)/include/nccl.h),)
+  NCCL_ROOT := $(CUDA_HOME)
+else
+  NCCL_ROOT := $(shell python3 -c 'import nvidia.nccl as m; print(m.__path__[0])' 2>/dev/null)
+endif
+ifeq ($(NCCL_ROOT),)
+$(error NCCL not found: set NCCL_HOME, install NCCL into $(CUDA_HOME), or pip install nvidia-nccl-cu13 (>= 2.28))
+endif
+NCCL_VERSION_CODE := $(shell awk '/define NCCL_VERSION_CODE/ {print $$3; exit}' $(NCCL_ROOT)/include/nccl.h)
+ifeq ($(shell test "0$(NCCL_VERSION_CODE)" -ge $(NCCL_MIN_VERSION) && echo ok),)
+$(error NCCL at $(NCCL_ROOT) is version code '$(NCCL_VERSION_CODE)'; loom needs >= 2.28 ($(NCCL_MIN_VERSION)) for the device API)
+endif
+ifeq ($(wildcard $(NCCL_ROOT)/include/nccl_device.h),)
+$(error NCCL at $(NCCL_ROOT) has no nccl_device.h: loom needs NCCL's device API (>= 2.28))
+endif
+NCCL_LIBDIR := $(firstword $(foreach d,lib lib64 targets/x86_64-linux/lib,$(if $(wildcard $(NCCL_ROOT)/$(d)/libnccl.so*),$(NCCL_ROOT)/$(d))))
+ifeq ($(NCCL_LIBDIR),)
+$(error NCCL at $(NCCL_ROOT) has headers but no libnccl.so in lib/ or lib64/)
+endif
+# Python wheels ship only libnccl.so.2 (no unversioned link name).
+NCCL_LINK := $(if $(wildcard $(NCCL_LIBDIR)/libnccl.so),-lnccl,-l:libnccl.so.2)
+
+# ---- flags -------------------------------------------------------------------
+BUILD := build
+ARCH := -gencode=arch=compute_90a,code=sm_90a
+INCLUDES := -Iinclude -I$(CUDA_HOME)/include -I$(NCCL_ROOT)/include
+CC ?= gcc
+CFLAGS := -std=c11 -O2 -g -Wall -Wextra -Werror -fPIC -D_GNU_SOURCE $(INCLUDES)
+NVCCFLAGS := -std=c++17 -O3 $(ARCH) -lineinfo -Xptxas -warn-spills,-warn-lmem-usage \
+             -Xcompiler -fPIC,-Wall $(INCLUDES)
+LDLIBS := -L$(CUDA_HOME)/lib64 -lcudart -L$(NCCL_LIBDIR) $(NCCL_LINK) \
+          -Wl,-rpath,$(NCCL_LIBDIR) -Wl,-rpath,$(CUDA_HOME)/lib64 -lstdc++ -lpthread -ldl -lm
+
+# ---- sources -------------------------------------------------------------------
+LIB_C := $(wildcard src/host/*.c) $(wildcard src/reference/*.c)
+LIB_CU := $(wildcard src/device/runtime/*.cu) $(wildcard src/device/ops/*.cu)
+LIB_OBJ := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(LIB_CU:%.cu=$(BUILD)/obj/%.o)
+HEADERS := $(wildcard include/*.h src/*/*.h src/device/*/*.h src/device/*/*.cuh tests/*.h)
+
+# The CLI minus its main(), so tests can drive its parsing.
+CLI_SRC := $(filter-out src/cli/main.c,$(wildcard src/cli/*.c))
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+
+CPU_TESTS := $(patsubst tests/cpu/%.c,$(BUILD)/tests/%,$(wildcard tests/cpu/*.c))
+GPU_TESTS := $(patsubst tests/gpu/%.c,$(BUILD)/tests/%,$(wildcard tests/gpu/*.c))
+
+.PHONY: all test gpu-test clean
+all: $(BUILD)/libloom.a $(BUILD)/libloom.so $(BUILD)/loom
+
+$(BUILD)/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cu $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/libloom.a: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libloom.so: $(LIB_OBJ)
+	$(CC) -shared -o $@ $^ $(LDLIBS)
+
+$(BUILD)/obj/src/cli/%.o: src/cli/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Isrc -c $< -o $@
+
+$(BUILD)/loom: src/cli/main.c $(CLI_OBJ) $(BUILD)/libloom.a $(HEADERS)
+	$(CC) $(CFLAGS) -Isrc $< $(CLI_OBJ) $(BUILD)/libloom.a -o $@ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/cpu/%.c $(CLI_OBJ) $(BUILD)/libloom.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Isrc $< $(CLI_OBJ) $(BUILD)/libloom.a -o $@ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/gpu/%.c $(BUILD)/libloom.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Isrc $< $(BUILD)/libloom.a -o $@ $(LDLIBS)
+
+# CPU tests. Building `all` and the GPU test binaries here means every .cu
+# is compiled for sm_90a in CI, so device code that does not build fails.
+test: all $(CPU_TESTS) $(GPU_TESTS)
+	@set -e; for t in $(CPU_TESTS); do echo "== $$t"; $$t; done
+	@echo "make test: all CPU test binaries passed"
+
+gpu-test: all $(GPU_TESTS)
+	NCCL_NVLS_ENABLE=0 bash tests/gpu/run.sh $(BUILD)/tests
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,243 @@
+/*
+ * loom — single-kernel distributed operators for NVIDIA GPUs.
+ *
+ * This is the whole public C API. Conventions (as in nccl.h):
+ *   - every function returns a loom_result_t and writes outputs through
+ *     pointers; on failure it also leaves a detailed message, naming the
+ *     offending argument or the failing call, for loom_last_error();
+ *   - handles are opaque; every loom_x_create has its loom_x_destroy;
+ *   - "collective" means every rank of the communicator must make the same
+ *     call, in the same order relative to other collective calls;
+ *   - device work is enqueued on the caller's stream and never synchronises
+ *     the host, unless a contract says otherwise;
+ *   - config structs are versioned: start from their _INIT macro, then set
+ *     the fields you care about. Fields left at LOOM_UNSET take defaults.
+ *
+ * Thread safety: calls on distinct communicators may run concurrently from
+ * different threads. Calls on one communicator must not overlap.
+ */
+#ifndef LOOM_H
+#define LOOM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LOOM_VERSION_MAJOR 0
+#define LOOM_VERSION_MINOR 1
+#define LOOM_VERSION_PATCH 0
+/* Version of the config structs' layout; bumped when a field is added. */
+#define LOOM_API_VERSION 1
+
+/* Marks a config field as "not set by the caller: use the default". */
+#define LOOM_UNSET (-1)
+
+/* ------------------------------------------------------------------------
+ * Results and errors
+ * ------------------------------------------------------------------------ */
+
+typedef enum {
+  LOOM_SUCCESS = 0,
+  /* An argument is out of its documented domain. Nothing was launched. */
+  LOOM_INVALID_ARGUMENT = 1,
+  /* The call is not allowed in this state (e.g. the communicator already
+   * reported an asynchronous error and must be destroyed). */
+  LOOM_INVALID_USAGE = 2,
+  /* A CUDA runtime call failed; the message holds the CUDA error string. */
+  LOOM_CUDA_ERROR = 3,
+  /* An NCCL call failed; the message holds NCCL's error string. */
+  LOOM_NCCL_ERROR = 4,
+  /* A host or device allocation failed. */
+  LOOM_OUT_OF_MEMORY = 5,
+  /* A bounded wait inside a kernel expired: a peer never signalled. */
+  LOOM_TIMEOUT = 6,
+  /* The system cannot run this (e.g. a peer not reachable by load/store). */
+  LOOM_UNSUPPORTED = 7,
+  /* A bug in loom. Please report it with the message. */
+  LOOM_INTERNAL_ERROR = 8,
+  LOOM_NUM_RESULTS = 9
+} loom_result_t;
+
+/* Short, static, human-readable name of a result ("invalid argument").
+ * Never returns NULL: values outside the enum give "unknown result". */
+const char *loom_result_string(loom_result_t result);
+
+/* Detailed message of the last loom call on this thread that did not return
+ * LOOM_SUCCESS, e.g. "loom_exchange: bytes_per_peer (0) must be > 0".
+ * The string is thread-local and valid until this thread's next loom call.
+ * Empty string when the last call succeeded. Never NULL. */
+const char *loom_last_error(void);
+
+/* ------------------------------------------------------------------------
+ * Data types
+ * ------------------------------------------------------------------------ */
+
+typedef enum {
+  LOOM_FP32 = 0,
+  LOOM_BF16 = 1,
+  LOOM_FP16 = 2,
+  LOOM_NUM_DTYPES = 3
+} loom_dtype_t;
+
+/* Size in bytes of one element of `dtype`.
+ *   dtype [in]  one of loom_dtype_t.
+ *   bytes [out] 4 for fp32, 2 for bf16/fp16.
+ * Errors: LOOM_INVALID_ARGUMENT for an unknown dtype or bytes == NULL. */
+loom_result_t loom_dtype_size(loom_dtype_t dtype, size_t *bytes);
+
+/* Name of a dtype ("fp32", "bf16", "fp16"); "unknown" otherwise. */
+const char *loom_dtype_string(loom_dtype_t dtype);
+
+/* ------------------------------------------------------------------------
+ * Communicator
+ *
+ * A loom communicator wraps one rank of an NCCL communicator with what
+ * loom's kernels need: a symmetric workspace (ncclMemAlloc memory
+ * registered as an NCCL_WIN_COLL_SYMMETRIC window, so every rank can store
+ * into every other rank's copy through load/store-accessible pointers), the
+ * NCCL device communicator, per-call epochs and a host-visible fault record
+ * for asynchronous errors. Every rank must be load/store reachable (one
+ * NVLink domain); other topologies return LOOM_UNSUPPORTED.
+ * ------------------------------------------------------------------------ */
+
+typedef struct loom_comm *loom_comm_t;
+
+typedef struct {
+  /* Set by LOOM_COMM_CONFIG_INIT; do not change. */
+  size_t struct_size;
+  int version;
+  /* Bytes of symmetric data workspace per rank. Size it with the
+   * operators' loom_*_workspace_bytes functions (the largest one you will
+   * run). LOOM_UNSET: 64 MiB. Must be the same on every rank. */
+  int64_t workspace_bytes;
+  /* Signal slots each source rank owns in every rank's window (one 8-byte
+   * flag each). LOOM_UNSET: 4096. Must be the same on every rank. */
+  int signal_slots;
+  /* Bound on every wait inside loom's kernels, in milliseconds. LOOM_UNSET:
+   * the environment variable LOOM_TIMEOUT_MS if set, else 5000. */
+  int timeout_ms;
+} loom_comm_config_t;
+
+#define LOOM_COMM_CONFIG_INIT                                                  \
+  { sizeof(loom_comm_config_t), LOOM_API_VERSION, LOOM_UNSET, LOOM_UNSET,      \
+    LOOM_UNSET }
+
+/* Create a loom communicator on top of the caller's NCCL communicator.
+ *   nccl   [in]  an initialised NCCL (>= 2.28) communicator. loom borrows it:
+ *                the caller keeps ownership and must destroy it only after
+ *                loom_comm_destroy.
+ *   config [in]  NULL for all defaults, or a struct from
+ *                LOOM_COMM_CONFIG_INIT. Copied; may be freed after the call.
+ *   comm   [out] the new communicator.
+ * Collective over `nccl`. Uses the CUDA device that is current on the
+ * calling thread, which must be the device `nccl` was created on.
+ * Synchronises the host (allocation, window registration, a check that all
+ * ranks passed the same config).
+ * Errors: LOOM_INVALID_ARGUMENT (NULL nccl or comm, bad config field, ranks
+ * disagreeing on the config), LOOM_UNSUPPORTED (a peer not load/store
+ * reachable, NCCL without the device API), LOOM_NCCL_ERROR, LOOM_CUDA_ERROR,
+ * LOOM_OUT_OF_MEMORY. On error *comm is set to NULL and nothing leaks. */
+loom_result_t loom_comm_create(ncclComm_t nccl, const loom_comm_config_t *config,
+                               loom_comm_t *comm);
+
+/* Convenience for one process driving several local GPUs: creates the NCCL
+ * communicators with ncclCommInitAll and one loom communicator per GPU.
+ *   ndev    [in]  number of GPUs, >= 1.
+ *   devlist [in]  ndev distinct CUDA device ordinals, or NULL for 0..ndev-1.
+ *   config  [in]  as for loom_comm_create (applies to every rank).
+ *   comms   [out] array of ndev handles; comms[i] is rank i on devlist[i].
+ * Not collective (it is the whole group). Synchronises the host. The loom
+ * communicators own their NCCL communicators and destroy them.
+ * Errors: as loom_comm_create; on error every comms[i] is NULL. */
+loom_result_t loom_comm_create_all(int ndev, const int *devlist,
+                                   const loom_comm_config_t *config,
+                                   loom_comm_t *comms);
+
+/* Destroy a communicator: waits for its device work (host-synchronising),
+ * deregisters and frees the workspace, releases the device communicator.
+ *   comm [in] a communicator, or NULL (no-op, returns LOOM_SUCCESS).
+ * Collective (window deregistration is). Allowed, and required, after an
+ * asynchronous error such as LOOM_TIMEOUT. Destroying from several threads
+ * at once (one per communicator) is supported; a single thread destroying
+ * several communicators of one clique in turn is not (it would wait on
+ * itself): use loom_comm_destroy_all for those. */
+loom_result_t loom_comm_destroy(loom_comm_t comm);
+
+/* Destroy the n communicators made by one loom_comm_create_all (or any n
+ * communicators forming a whole clique in this process), concurrently.
+ *   comms [in] array of n handles (NULL entries are skipped). */
+loom_result_t loom_comm_destroy_all(int n, loom_comm_t *comms);
+
+/* Query failures raised inside loom kernels after they were launched.
+ *   comm        [in]  the communicator.
+ *   async_error [out] LOOM_SUCCESS if no kernel of this communicator has
+ *                     reported a failure; otherwise the failure's result
+ *                     (LOOM_TIMEOUT), with loom_last_error() describing it:
+ *                     which rank waited, on which peer, for what, how long.
+ * Non-blocking: it reads a host-visible record; synchronise the stream first
+ * to be sure every kernel launched so far has finished. Once an async error
+ * is reported the communicator refuses further operators
+ * (LOOM_INVALID_USAGE) and must be destroyed. */
+loom_result_t loom_comm_get_async_error(loom_comm_t comm,
+                                        loom_result_t *async_error);
+
+/* Rank, size and CUDA device of a communicator; workspace bytes per rank. */
+loom_result_t loom_comm_rank(loom_comm_t comm, int *rank);
+loom_result_t loom_comm_size(loom_comm_t comm, int *nranks);
+loom_result_t loom_comm_device(loom_comm_t comm, int *device);
+loom_result_t loom_comm_workspace_bytes(loom_comm_t comm, size_t *bytes);
+
+/* ------------------------------------------------------------------------
+ * Exchange: a diagnostic operator built only from loom's transport
+ * primitives (row put, signal, bounded wait). It moves bytes, nothing else,
+ * and is what `loom info` and the transport tests run.
+ * ------------------------------------------------------------------------ */
+
+typedef enum {
+  /* Rank r sends its sendbuf (bytes_per_peer bytes) to rank (r+1) % n and
+   * receives rank (r-1+n) % n's into recvbuf (bytes_per_peer bytes). */
+  LOOM_EXCHANGE_RING = 0,
+  /* sendbuf holds n blocks of bytes_per_peer; block p goes to rank p.
+   * recvbuf receives n blocks; block s comes from rank s (its block r). */
+  LOOM_EXCHANGE_ALLTOALL = 1,
+  LOOM_NUM_EXCHANGES = 2
+} loom_exchange_t;
+
+/* Workspace bytes per rank that loom_exchange needs.
+ *   pattern        [in]  a loom_exchange_t.
+ *   nranks         [in]  communicator size, >= 1.
+ *   bytes_per_peer [in]  > 0.
+ *   bytes          [out] the value to give loom_comm_config_t.workspace_bytes
+ *                        (at least). */
+loom_result_t loom_exchange_workspace_bytes(loom_exchange_t pattern, int nranks,
+                                            size_t bytes_per_peer,
+                                            size_t *bytes);
+
+/* Run one exchange as a single persistent kernel on `stream`.
+ *   comm           [in]  communicator.
+ *   pattern        [in]  ring or all-to-all.
+ *   sendbuf        [in]  device memory of this rank's GPU: bytes_per_peer
+ *                        (ring) or nranks * bytes_per_peer (all-to-all).
+ *   recvbuf        [out] device memory, same size rules; must not overlap
+ *                        sendbuf.
+ *   bytes_per_peer [in]  > 0; the workspace must hold
+ *                        loom_exchange_workspace_bytes(...) bytes.
+ *   stream         [in]  CUDA stream of the communicator's device (0 allowed).
+ * Collective. Asynchronous; capturable in a CUDA graph. Buffers belong to
+ * the caller and must stay valid until the stream passes the kernel. A peer
+ * that never arrives makes the kernel exit after the timeout; then
+ * loom_comm_get_async_error reports LOOM_TIMEOUT. */
+loom_result_t loom_exchange(loom_comm_t comm, loom_exchange_t pattern,
+                            const void *sendbuf, void *recvbuf,
+                            size_t bytes_per_peer, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOOM_H */

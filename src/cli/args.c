@@ -1,0 +1,98 @@
+/* Command-line parsing for the loom CLI. */
+#include "args.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_parse_size(const char *s, uint64_t *out) {
+  if (s == NULL || *s < '0' || *s > '9') return -1;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno != 0) return -1;
+  unsigned shift = 0;
+  switch (*end) {
+  case '\0': break;
+  case 'k': case 'K': shift = 10; end++; break;
+  case 'm': case 'M': shift = 20; end++; break;
+  case 'g': case 'G': shift = 30; end++; break;
+  default: return -1;
+  }
+  if (*end != '\0') return -1;
+  if (shift && v > (~0ull >> shift)) return -1;
+  *out = (uint64_t)v << shift;
+  return 0;
+}
+
+int cli_parse_int(const char *s, long lo, long hi, long *out) {
+  if (s == NULL || *s == '\0') return -1;
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno != 0 || *end != '\0' || v < lo || v > hi) return -1;
+  *out = v;
+  return 0;
+}
+
+int cli_parse_size_list(const char *s, uint64_t *out, int max) {
+  if (s == NULL || *s == '\0') return -1;
+  char buf[512];
+  if (strlen(s) >= sizeof buf) return -1;
+  strcpy(buf, s);
+  int n = 0;
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    if (n == max || cli_parse_size(tok, &out[n]) != 0) return -1;
+    n++;
+  }
+  /* "1,,2" and trailing commas leave empty tokens strtok skips: reject */
+  if (strstr(s, ",,") || s[0] == ',' || s[strlen(s) - 1] == ',') return -1;
+  return n;
+}
+
+int cli_parse(int argc, char **argv, cli_options *o, char *err, size_t errlen) {
+  memset(o, 0, sizeof *o);
+  o->command = "help";
+  o->gpus = 0;
+  o->bytes = 256ull << 20;
+  o->iters = 20;
+  o->warmup = 3;
+  int i = 1;
+  if (i < argc && argv[i][0] != '-') o->command = argv[i++];
+  for (; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    long n;
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      o->command = "help";
+      continue;
+    }
+    if (v == NULL) {
+      snprintf(err, errlen, "option %s needs a value", a);
+      return -1;
+    }
+    if (strcmp(a, "--gpus") == 0) {
+      if (cli_parse_int(v, 0, 1024, &n)) goto bad;
+      o->gpus = (int)n;
+    } else if (strcmp(a, "--bytes") == 0) {
+      if (cli_parse_size(v, &o->bytes) || o->bytes == 0) goto bad;
+    } else if (strcmp(a, "--iters") == 0) {
+      if (cli_parse_int(v, 1, 1000000, &n)) goto bad;
+      o->iters = (int)n;
+    } else if (strcmp(a, "--warmup") == 0) {
+      if (cli_parse_int(v, 0, 1000000, &n)) goto bad;
+      o->warmup = (int)n;
+    } else {
+      snprintf(err, errlen, "unknown option %s", a);
+      return -1;
+    }
+    i++;
+    continue;
+  bad:
+    snprintf(err, errlen, "bad value '%s' for %s", v, a);
+    return -1;
+  }
+  return 0;
+}

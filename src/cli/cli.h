@@ -1,0 +1,9 @@
+/* The loom CLI's subcommands. Each returns the process exit code. */
+#ifndef LOOM_CLI_H
+#define LOOM_CLI_H
+
+#include "args.h"
+
+int cli_info(const cli_options *o);
+
+#endif

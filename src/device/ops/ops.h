@@ -1,0 +1,60 @@
+/*
+ * Launchers of loom's operator kernels, callable from the C host runtime.
+ * Each launcher chooses its grid, checks co-residency and makes the one
+ * kernel launch; it returns the CUDA error of that launch. Argument
+ * validation happens before, in src/host.
+ */
+#ifndef LOOM_OPS_H
+#define LOOM_OPS_H
+
+#include <stddef.h>
+
+#include <cuda_runtime_api.h>
+
+#include "../runtime/transport.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- exchange ------------------------------------------------------------
+ * Data region of the window (per rank), byte offsets from data_offset:
+ *   [parity 0..1][source slot 0..nsrc-1][stride]  where
+ *   nsrc = 1 (ring: the one left neighbour) or nranks (all-to-all: source
+ *   rank s uses slot s), stride = bytes_per_peer rounded up to 256.
+ * A call with epoch e uses parity e % 2: a fast rank may start call e+1
+ * while a slow one still reads call e, never further ahead (call e+1 cannot
+ * finish without the slow rank's e+1 data), so two buffers suffice.
+ * Signal slot c of source s marks chunk c of s's message as landed. */
+#define LOOM_EXCHANGE_ROW_ALIGN 256u
+
+static inline LOOM_HD size_t loom_exchange_stride(size_t bytes_per_peer) {
+  return (bytes_per_peer + LOOM_EXCHANGE_ROW_ALIGN - 1) / LOOM_EXCHANGE_ROW_ALIGN *
+         LOOM_EXCHANGE_ROW_ALIGN;
+}
+
+static inline LOOM_HD int loom_exchange_sources(int pattern_is_ring, int nranks) {
+  return pattern_is_ring ? 1 : nranks;
+}
+
+typedef struct {
+  int ring;             /* 1: ring, 0: all-to-all */
+  const void *send;
+  void *recv;
+  size_t bytes_per_peer;
+  int suppress_signals; /* fault injection: put but never signal (tests) */
+} loom_exchange_args;
+
+cudaError_t loom_launch_exchange(const loom_dev_comm *c, const loom_exchange_args *a,
+                                 cudaStream_t stream);
+
+/* ---- put bandwidth probe (loom info) ------------------------------------
+ * Every block stores its slice of `bytes` from src into `peer`'s data
+ * region with loom_put_rows; no signals. bytes <= the data region. */
+cudaError_t loom_launch_put_bench(const loom_dev_comm *c, int peer, const void *src,
+                                  size_t bytes, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOOM_OPS_H */

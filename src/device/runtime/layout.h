@@ -1,0 +1,129 @@
+/*
+ * Shared layouts between the host runtime (C) and the device runtime (CUDA):
+ * the symmetric window, the per-communicator control block and the
+ * host-visible fault record. Plain C, included from both sides.
+ */
+#ifndef LOOM_LAYOUT_H
+#define LOOM_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Inline helpers below are shared by host C code and device code. */
+#ifdef __CUDACC__
+#define LOOM_HD __host__ __device__
+#else
+#define LOOM_HD
+#endif
+
+/* Alignment of every region inside the window (NCCL requires 4096 for the
+ * window itself; we keep regions page aligned too so vector stores never
+ * straddle a region). */
+#define LOOM_REGION_ALIGN 4096u
+
+static inline LOOM_HD size_t loom_align_up(size_t x, size_t a) {
+  return (x + a - 1) / a * a;
+}
+
+/*
+ * The symmetric window, identical on every rank (byte offsets):
+ *
+ *   [0, flags_bytes)             signal flags: uint64_t flags[nranks][slots].
+ *                                flags[s][i] is written only by source rank
+ *                                s (a release store of the call's epoch) and
+ *                                read only by the owner (acquire loads).
+ *                                Epochs only grow, so flags are never reset.
+ *   [data_offset, +data_bytes)   operator data (layout per operator).
+ *
+ * flags_bytes = align(nranks * slots * 8, 4096); data_offset = flags_bytes.
+ */
+typedef struct {
+  size_t flags_offset; /* always 0 */
+  size_t flags_bytes;
+  size_t data_offset;
+  size_t data_bytes;
+  size_t total_bytes; /* what is allocated and registered */
+} loom_window_layout;
+
+static inline LOOM_HD loom_window_layout loom_window_layout_make(int nranks, int slots,
+                                                         size_t data_bytes) {
+  loom_window_layout l;
+  l.flags_offset = 0;
+  l.flags_bytes = loom_align_up((size_t)nranks * (size_t)slots * 8u,
+                                LOOM_REGION_ALIGN);
+  l.data_offset = l.flags_bytes;
+  l.data_bytes = loom_align_up(data_bytes, LOOM_REGION_ALIGN);
+  l.total_bytes = l.data_offset + l.data_bytes;
+  return l;
+}
+
+/*
+ * Control block, one per communicator, in the GPU's own memory (not in the
+ * window; no peer touches it). 64 bytes:
+ *   epoch       8  epoch of the last completed kernel. A kernel runs with
+ *                  epoch + 1; its last block to finish stores it back. Kept
+ *                  on the device so a CUDA graph replay gets a fresh epoch.
+ *   blocks_done 4  blocks of the running kernel that have finished.
+ *   abort       4  non-zero once any block timed out: every bounded wait of
+ *                  this communicator gives up at its next check.
+ *   fault_claim 4  0 until one block wins the right to fill the fault record.
+ *   pad        44
+ */
+typedef struct {
+  uint64_t epoch;
+  uint32_t blocks_done;
+  int32_t abort;
+  uint32_t fault_claim;
+  uint32_t pad[11];
+} loom_ctrl;
+
+/* What a bounded wait was waiting for (loom_fault_record.what). */
+typedef enum {
+  LOOM_WAIT_SIGNAL = 1, /* a peer's signal flag reaching the call's epoch */
+} loom_wait_kind;
+
+/*
+ * Fault record, one per communicator, in pinned host memory mapped into the
+ * device (so the host reads it while or after the kernel runs). Written once
+ * by the block that won ctrl.fault_claim; `status` is written last, after a
+ * system fence, so a non-zero status means every other field is valid.
+ *   status    4  0 = no fault, else a loom_result_t (LOOM_TIMEOUT)
+ *   rank      4  rank that waited
+ *   peer      4  rank it waited on
+ *   what      4  loom_wait_kind
+ *   slot      4  signal slot index
+ *   block     4  CUDA block that waited
+ *   op        4  operator id (loom_op_id) of the kernel
+ *   pad       4
+ *   epoch     8  value awaited (>=)
+ *   observed  8  last value seen
+ *   waited_ns 8  time waited before giving up
+ */
+typedef struct {
+  volatile int32_t status;
+  volatile int32_t rank;
+  volatile int32_t peer;
+  volatile int32_t what;
+  volatile int32_t slot;
+  volatile int32_t block;
+  volatile int32_t op;
+  volatile int32_t pad;
+  volatile uint64_t epoch;
+  volatile uint64_t observed;
+  volatile uint64_t waited_ns;
+} loom_fault_record;
+
+/* Operator ids, for fault messages. */
+typedef enum {
+  LOOM_OP_EXCHANGE = 1,
+  LOOM_OP_PUT_BENCH = 2,
+} loom_op_id;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOOM_LAYOUT_H */

@@ -1,0 +1,41 @@
+/*
+ * Host side of the transport: NCCL device-communicator lifetime. The only
+ * translation unit (with transport.cuh) that includes nccl_device.h.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <nccl.h>
+#include <nccl_device.h>
+
+#include "transport.h"
+
+extern "C" ncclResult_t loom_devcomm_create(ncclComm_t nccl, void **handle,
+                                            int *lsa_size) {
+  ncclDevComm *dev = (ncclDevComm *)calloc(1, sizeof(ncclDevComm));
+  if (dev == NULL) return ncclSystemError;
+  /* No barriers, multimem or GIN resources: loom keeps its own flags in its
+   * window. Newer NCCL versions require the initializer macro. */
+#ifdef NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER
+  ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+#else
+  ncclDevCommRequirements reqs;
+  memset(&reqs, 0, sizeof(reqs));
+#endif
+  reqs.lsaMultimem = false;
+  ncclResult_t r = ncclDevCommCreate(nccl, &reqs, dev);
+  if (r != ncclSuccess) {
+    free(dev);
+    return r;
+  }
+  *lsa_size = dev->lsaSize;
+  *handle = dev;
+  return ncclSuccess;
+}
+
+extern "C" ncclResult_t loom_devcomm_destroy(ncclComm_t nccl, void *handle) {
+  if (handle == NULL) return ncclSuccess;
+  ncclResult_t r = ncclDevCommDestroy(nccl, (ncclDevComm *)handle);
+  free(handle);
+  return r;
+}

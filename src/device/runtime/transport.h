@@ -1,0 +1,44 @@
+/*
+ * The device runtime's C-visible surface: the communicator view every loom
+ * kernel receives by value, and the host-callable wrappers around NCCL's
+ * device API (which is C++ and stays inside transport.cu).
+ */
+#ifndef LOOM_TRANSPORT_H
+#define LOOM_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "layout.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a kernel knows about its communicator. Passed by value (kernel
+ * parameter space), 72 bytes. */
+typedef struct {
+  ncclWindow_t window;      /* symmetric window (device-side handle) */
+  int rank;                 /* world rank == LSA rank (checked at create) */
+  int nranks;
+  int slots;                /* signal slots per source rank */
+  int op;                   /* loom_op_id, for fault records */
+  size_t data_offset;       /* start of the data region in the window */
+  uint64_t timeout_ns;      /* bound on every wait */
+  loom_ctrl *ctrl;          /* this rank's control block (device memory) */
+  loom_fault_record *fault; /* device alias of the mapped host record */
+} loom_dev_comm;
+
+/* Create/destroy NCCL's device communicator for `nccl`. On success *handle
+ * owns an ncclDevComm (opaque to C) and *lsa_size is the number of ranks
+ * reachable by load/store (== nranks on one NVLink domain). Collective. */
+ncclResult_t loom_devcomm_create(ncclComm_t nccl, void **handle, int *lsa_size);
+ncclResult_t loom_devcomm_destroy(ncclComm_t nccl, void *handle);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOOM_TRANSPORT_H */

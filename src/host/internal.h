@@ -1,0 +1,126 @@
+/*
+ * Host runtime internals: the communicator object, error helpers and the
+ * check macros used by every src/host file. Not installed; tests include it
+ * to reach fault-injection hooks and to validate arguments without a GPU.
+ */
+#ifndef LOOM_INTERNAL_H
+#define LOOM_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "loom.h"
+#include "../device/runtime/layout.h"
+#include "../device/runtime/transport.h"
+
+#define LOOM_COMM_MAGIC 0x6c6f6f6du /* "loom" */
+
+#define LOOM_DEFAULT_WORKSPACE_BYTES ((int64_t)64 << 20)
+#define LOOM_DEFAULT_SIGNAL_SLOTS 4096
+#define LOOM_DEFAULT_TIMEOUT_MS 5000
+#define LOOM_MAX_SIGNAL_SLOTS (1 << 20)
+#define LOOM_MAX_TIMEOUT_MS (3600 * 1000)
+#define LOOM_MAX_WORKSPACE_BYTES ((int64_t)1 << 40)
+
+/* A config with every field resolved (no LOOM_UNSET left). */
+typedef struct {
+  size_t workspace_bytes;
+  int signal_slots;
+  int timeout_ms;
+} loom_resolved_config;
+
+struct loom_comm {
+  uint32_t magic;            /* LOOM_COMM_MAGIC while alive */
+  ncclComm_t nccl;
+  int owns_nccl;             /* made by loom_comm_create_all */
+  int rank, nranks, device;
+  loom_resolved_config config;
+  loom_window_layout layout;
+  void *window_base;         /* ncclMemAlloc'd, layout.total_bytes */
+  ncclWindow_t window;
+  void *devcomm;             /* ncclDevComm, owned by transport.cu */
+  loom_ctrl *ctrl;           /* device memory */
+  loom_fault_record *fault_host; /* pinned, mapped */
+  loom_fault_record *fault_dev;  /* its device alias */
+  loom_result_t async_error; /* sticky once reported */
+  int inject_no_signal;      /* test hook: kernels put but never signal */
+};
+
+/* ---- errors ---------------------------------------------------------------- */
+
+/* Clear this thread's last-error message (every public entry point). */
+void loom_clear_error(void);
+/* Set the message and return `result` (so `return loom_set_error(...)`). */
+loom_result_t loom_set_error(loom_result_t result, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Copy this thread's message (for handing errors across threads). */
+void loom_copy_error(char *dst, size_t n);
+
+/* Validate an argument: on failure return LOOM_INVALID_ARGUMENT with a
+ * message "<fn>: <what>". */
+#define LOOM_ARG(cond, fn, ...)                                                \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      char m_[512];                                                            \
+      snprintf(m_, sizeof m_, __VA_ARGS__);                                    \
+      return loom_set_error(LOOM_INVALID_ARGUMENT, "%s: %s", fn, m_);          \
+    }                                                                          \
+  } while (0)
+
+/* Check macros for functions with `loom_result_t res` and a `fail:` label. */
+#define CUDA_CHECK(call)                                                       \
+  do {                                                                         \
+    cudaError_t e_ = (call);                                                   \
+    if (e_ != cudaSuccess) {                                                   \
+      res = loom_set_error(e_ == cudaErrorMemoryAllocation ? LOOM_OUT_OF_MEMORY \
+                                                           : LOOM_CUDA_ERROR,  \
+                           "%s:%d: %s: %s", __FILE__, __LINE__, #call,         \
+                           cudaGetErrorString(e_));                            \
+      goto fail;                                                               \
+    }                                                                          \
+  } while (0)
+
+#define NCCL_CHECK(call)                                                       \
+  do {                                                                         \
+    ncclResult_t n_ = (call);                                                  \
+    if (n_ != ncclSuccess) {                                                   \
+      res = loom_set_error(LOOM_NCCL_ERROR, "%s:%d: %s: %s (%s)", __FILE__,    \
+                           __LINE__, #call, ncclGetErrorString(n_),            \
+                           ncclGetLastError(NULL));                            \
+      goto fail;                                                               \
+    }                                                                          \
+  } while (0)
+
+#define LOOM_CHECK(call)                                                       \
+  do {                                                                         \
+    res = (call);                                                              \
+    if (res != LOOM_SUCCESS) goto fail;                                        \
+  } while (0)
+
+/* ---- communicator helpers ------------------------------------------------ */
+
+/* Resolve a caller's config (NULL allowed) against defaults and the
+ * environment (LOOM_TIMEOUT_MS). `fn` names the API function in messages. */
+loom_result_t loom_resolve_comm_config(const char *fn, const loom_comm_config_t *in,
+                                       loom_resolved_config *out);
+
+/* Validate a handle: non-NULL and alive. */
+loom_result_t loom_check_comm(const char *fn, loom_comm_t comm);
+
+/* Ready to launch: valid handle, no pending async error, its device
+ * current. */
+loom_result_t loom_comm_prepare_launch(const char *fn, loom_comm_t comm);
+
+/* The kernel-side view of a communicator for operator `op`. */
+loom_dev_comm loom_comm_dev_view(loom_comm_t comm, int op);
+
+/* Describe a fault record in words (into the thread's error message) and
+ * return its result. */
+loom_result_t loom_report_fault(const loom_fault_record *f);
+
+#endif /* LOOM_INTERNAL_H */

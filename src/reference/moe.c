@@ -1,0 +1,348 @@
+/*
+ * Reference MoE: gate (softmax + top-k), one expert's FFN, the whole layer
+ * forward with optional capacity, and routing counts.
+ *
+ * Every function validates all arguments and allocates all temporaries
+ * before it writes any output, so a -1 leaves the caller's buffers as they
+ * were. Temporaries are released through one exit label per function.
+ */
+#include "reference.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A NULL pointer is acceptable only for an array with no elements. */
+static int bad_array(const void *p, int rows, int cols) {
+  return p == NULL && rows > 0 && cols > 0;
+}
+
+/* malloc(a * b * size) with overflow checking. Asks for at least one
+ * element so that NULL always means failure, even for empty arrays. */
+static void *alloc_array(size_t a, size_t b, size_t size) {
+  if (a == 0 || b == 0)
+    a = b = 1;
+  if (b > SIZE_MAX / a || a * b > SIZE_MAX / size)
+    return NULL;
+  return malloc(a * b * size);
+}
+
+static int valid_act(ref_activation act) {
+  return act == REF_ACT_RELU || act == REF_ACT_GELU || act == REF_ACT_SILU ||
+         act == REF_ACT_SWIGLU;
+}
+
+/* mode: 0 keep float, 1 through bf16, 2 through fp16 (h_round/out_round). */
+static float round_mode(int mode, float v) {
+  if (mode == 1)
+    return ref_round_bf16(v);
+  if (mode == 2)
+    return ref_round_fp16(v);
+  return v;
+}
+
+/* ---- top-k --------------------------------------------------------------- */
+
+/* Whether a candidate scanned later (so with a higher index) ranks above an
+ * earlier one: only when strictly greater, so ties keep the lower index.
+ * NaN ranks below every number, which keeps the order total. */
+static int later_ranks_above(double later, double earlier) {
+  if (isnan(later))
+    return 0;
+  return isnan(earlier) || later > earlier;
+}
+
+/* Insertion into a sorted list of at most k entries, scanning e ascending. */
+static void topk_unchecked(int E, int k, const double *s, int32_t *ids) {
+  int filled = 0;
+  for (int e = 0; e < E; e++) {
+    int pos;
+    if (filled < k)
+      pos = filled++;
+    else if (later_ranks_above(s[e], s[ids[k - 1]]))
+      pos = k - 1;
+    else
+      continue;
+    while (pos > 0 && later_ranks_above(s[e], s[ids[pos - 1]])) {
+      ids[pos] = ids[pos - 1];
+      pos--;
+    }
+    ids[pos] = e;
+  }
+}
+
+int ref_topk(int E, int k, const double *scores, int32_t *ids) {
+  if (E < 1 || k < 1 || k > E || !scores || !ids)
+    return -1;
+  topk_unchecked(E, k, scores, ids);
+  return 0;
+}
+
+/* ---- gate ---------------------------------------------------------------- */
+
+/* One token: softmax over its fp32 logits, top-k, (re)normalised weights.
+ * probs is scratch of E doubles. */
+static void gate_row(int E, int k, int renormalize, const float *logits,
+                     double *probs, int32_t *ids, float *weights) {
+  double max = logits[0];
+  for (int e = 1; e < E; e++)
+    if (logits[e] > max)
+      max = logits[e];
+  double sum = 0.0;
+  for (int e = 0; e < E; e++) {
+    probs[e] = exp((double)logits[e] - max);
+    sum += probs[e];
+  }
+  for (int e = 0; e < E; e++)
+    probs[e] /= sum;
+
+  topk_unchecked(E, k, probs, ids);
+  double chosen = 0.0;
+  for (int j = 0; j < k; j++)
+    chosen += probs[ids[j]];
+  double scale = renormalize ? chosen : 1.0;
+  for (int j = 0; j < k; j++)
+    weights[j] = (float)(probs[ids[j]] / scale);
+}
+
+int ref_moe_gate(int T, int H, int E, int k, int renormalize, const float *x,
+                 const float *wg, int32_t *ids, float *weights,
+                 float *logits_out) {
+  if (T < 0 || H < 1 || E < 1 || k < 1 || k > E || bad_array(x, T, H) || !wg ||
+      bad_array(ids, T, k) || bad_array(weights, T, k))
+    return -1;
+  if (T == 0)
+    return 0;
+
+  int rc = -1;
+  float *logits = alloc_array((size_t)T, (size_t)E, sizeof *logits);
+  double *probs = alloc_array((size_t)E, 1, sizeof *probs);
+  if (!logits || !probs)
+    goto exit;
+  /* The GPU gate holds fp32 logits, so softmax and ties see the same
+   * rounded values here. */
+  if (ref_gemm(T, E, H, 1.0f, x, wg, 0.0f, logits) != 0)
+    goto exit;
+  for (size_t t = 0; t < (size_t)T; t++)
+    gate_row(E, k, renormalize, logits + t * (size_t)E, probs,
+             ids + t * (size_t)k, weights + t * (size_t)k);
+  if (logits_out)
+    memcpy(logits_out, logits, (size_t)T * (size_t)E * sizeof *logits);
+  rc = 0;
+exit:
+  free(logits);
+  free(probs);
+  return rc;
+}
+
+/* ---- expert FFN ---------------------------------------------------------- */
+
+/* g[0, n) = x[0, H) * w[H x n], left in double so the activation sees the
+ * unrounded sum (h is rounded once, after it). */
+static void row_times_matrix(int H, int n, const float *x, const float *w,
+                             double *g) {
+  for (int c = 0; c < n; c++)
+    g[c] = 0.0;
+  for (size_t p = 0; p < (size_t)H; p++) {
+    const float *wp = w + p * (size_t)n;
+    for (int c = 0; c < n; c++)
+      g[c] += (double)x[p] * (double)wp[c];
+  }
+}
+
+int ref_expert_ffn(int n, int H, int F, ref_activation act, int h_round,
+                   const float *x, const float *w1, const float *w2,
+                   float *out) {
+  const int gated = act == REF_ACT_SWIGLU;
+  if (n < 0 || H < 1 || F < 1 || (gated && F > INT_MAX / 2) ||
+      !valid_act(act) || h_round < 0 || h_round > 2 || bad_array(x, n, H) ||
+      !w1 || !w2 || bad_array(out, n, H))
+    return -1;
+  if (n == 0)
+    return 0;
+
+  int rc = -1;
+  const int F1 = gated ? 2 * F : F;
+  double *g = alloc_array((size_t)F1, 1, sizeof *g);
+  float *h = alloc_array((size_t)n, (size_t)F, sizeof *h);
+  if (!g || !h)
+    goto exit;
+
+  for (size_t r = 0; r < (size_t)n; r++) {
+    row_times_matrix(H, F1, x + r * (size_t)H, w1, g);
+    float *hr = h + r * (size_t)F;
+    for (int f = 0; f < F; f++) {
+      double v =
+          gated ? ref_act(REF_ACT_SILU, g[f]) * g[F + f] : ref_act(act, g[f]);
+      hr[f] = round_mode(h_round, (float)v);
+    }
+  }
+  rc = ref_gemm(n, H, F, 1.0f, h, w2, 0.0f, out);
+exit:
+  free(g);
+  free(h);
+  return rc;
+}
+
+/* ---- whole layer forward ------------------------------------------------- */
+
+static int bad_shape(const ref_moe_shape *s) {
+  return s->T < 0 || s->H < 1 || s->F < 1 || s->E < 1 || s->k < 1 ||
+         s->k > s->E || !valid_act(s->act) || s->capacity < 0 ||
+         s->h_round < 0 || s->h_round > 2 || s->out_round < 0 ||
+         s->out_round > 2 || (s->act == REF_ACT_SWIGLU && s->F > INT_MAX / 2);
+}
+
+static int ids_in_range(size_t n, int E, const int32_t *ids) {
+  for (size_t i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= E)
+      return 0;
+  return 1;
+}
+
+/* Places each (token, choice) assignment a = t*k + j at row pos[a] of the
+ * expert-grouped buffer (expert e owns rows [off[e], off[e+1])), or marks
+ * it dropped with -1 once its expert already holds `capacity` rows.
+ * Token-major scan order is what makes "the first capacity" well defined. */
+static void place_assignments(size_t n, int E, int capacity, const int32_t *ids,
+                              size_t *off, size_t *fill, int64_t *pos) {
+  memset(fill, 0, (size_t)E * sizeof *fill);
+  for (size_t a = 0; a < n; a++)
+    if (capacity == 0 || fill[ids[a]] < (size_t)capacity)
+      fill[ids[a]]++;
+  off[0] = 0;
+  for (int e = 0; e < E; e++)
+    off[e + 1] = off[e] + fill[e];
+  memset(fill, 0, (size_t)E * sizeof *fill);
+  for (size_t a = 0; a < n; a++) {
+    int32_t e = ids[a];
+    if (capacity == 0 || fill[e] < (size_t)capacity)
+      pos[a] = (int64_t)(off[e] + fill[e]++);
+    else
+      pos[a] = -1;
+  }
+}
+
+/* y[t] = sum over kept j, ascending, of w[t][j] * out[pos[t][j]]. */
+static void combine(int T, int H, int k, const float *w, const int64_t *pos,
+                    const float *og, float *y) {
+  for (size_t t = 0; t < (size_t)T; t++) {
+    for (size_t c = 0; c < (size_t)H; c++) {
+      double acc = 0.0;
+      for (size_t j = 0; j < (size_t)k; j++) {
+        size_t a = t * (size_t)k + j;
+        if (pos[a] >= 0)
+          acc += (double)w[a] * (double)og[(size_t)pos[a] * (size_t)H + c];
+      }
+      y[t * (size_t)H + c] = (float)acc;
+    }
+  }
+}
+
+/* Gathers each kept assignment's token row into xg, grouped by expert, runs
+ * every expert on its block, and leaves the (out_round-ed) rows in og. */
+static int run_experts(const ref_moe_shape *s, const float *x, const float *w1,
+                       const float *w2, const int64_t *pos, const size_t *off,
+                       float *xg, float *og) {
+  const size_t H = (size_t)s->H, F = (size_t)s->F, k = (size_t)s->k;
+  const size_t F1 = s->act == REF_ACT_SWIGLU ? 2 * F : F;
+  const size_t n = (size_t)s->T * k;
+  for (size_t a = 0; a < n; a++)
+    if (pos[a] >= 0)
+      memcpy(xg + (size_t)pos[a] * H, x + (a / k) * H, H * sizeof *xg);
+  for (int e = 0; e < s->E; e++) {
+    size_t rows = off[e + 1] - off[e];
+    if (rows == 0)
+      continue;
+    /* rows <= T, so the cast to int is exact. */
+    if (ref_expert_ffn((int)rows, s->H, s->F, s->act, s->h_round,
+                       xg + off[e] * H, w1 + (size_t)e * H * F1,
+                       w2 + (size_t)e * F * H, og + off[e] * H) != 0)
+      return -1;
+  }
+  for (size_t i = 0; i < off[s->E] * H; i++)
+    og[i] = round_mode(s->out_round, og[i]);
+  return 0;
+}
+
+int ref_moe_forward(const ref_moe_shape *s, const float *x, const float *wg,
+                    const float *w1, const float *w2, const int32_t *ids_in,
+                    const float *weights_in, int32_t *ids_out,
+                    float *weights_out, float *y) {
+  if (!s || bad_shape(s))
+    return -1;
+  const int T = s->T, H = s->H, E = s->E, k = s->k;
+  const size_t n = (size_t)T * (size_t)k; /* (token, choice) assignments */
+  const int caller = ids_in != NULL;
+  if ((ids_in == NULL) != (weights_in == NULL) || (!caller && !wg) ||
+      bad_array(x, T, H) || !w1 || !w2 || bad_array(y, T, H))
+    return -1;
+  if (caller && !ids_in_range(n, E, ids_in))
+    return -1;
+  if (T == 0)
+    return 0;
+
+  int rc = -1;
+  const int32_t *ids = ids_in;
+  const float *w = weights_in;
+  int32_t *ids_buf = NULL;
+  float *w_buf = NULL, *xg = NULL, *og = NULL;
+  size_t *off = alloc_array((size_t)E + 1, 1, sizeof *off);
+  size_t *fill = alloc_array((size_t)E, 1, sizeof *fill);
+  int64_t *pos = alloc_array(n, 1, sizeof *pos);
+  if (!off || !fill || !pos)
+    goto exit;
+
+  if (!caller) {
+    ids_buf = alloc_array(n, 1, sizeof *ids_buf);
+    w_buf = alloc_array(n, 1, sizeof *w_buf);
+    if (!ids_buf || !w_buf ||
+        ref_moe_gate(T, H, E, k, s->renormalize, x, wg, ids_buf, w_buf, NULL) !=
+            0)
+      goto exit;
+    ids = ids_buf;
+    w = w_buf;
+  }
+
+  place_assignments(n, E, s->capacity, ids, off, fill, pos);
+  xg = alloc_array(off[E], (size_t)H, sizeof *xg);
+  og = alloc_array(off[E], (size_t)H, sizeof *og);
+  if (!xg || !og || run_experts(s, x, w1, w2, pos, off, xg, og) != 0)
+    goto exit;
+
+  /* Nothing below can fail, so outputs are written only on success. */
+  combine(T, H, k, w, pos, og, y);
+  if (!caller && ids_out)
+    memcpy(ids_out, ids, n * sizeof *ids);
+  if (!caller && weights_out)
+    memcpy(weights_out, w, n * sizeof *w);
+  rc = 0;
+exit:
+  free(off);
+  free(fill);
+  free(pos);
+  free(ids_buf);
+  free(w_buf);
+  free(xg);
+  free(og);
+  return rc;
+}
+
+/* ---- counts -------------------------------------------------------------- */
+
+int ref_expert_counts(int T, int k, int E, const int32_t *ids,
+                      int64_t *counts) {
+  if (T < 0 || E < 1 || k < 1 || k > E || bad_array(ids, T, k) || !counts)
+    return -1;
+  size_t n = (size_t)T * (size_t)k;
+  /* Validate first so a bad id leaves counts untouched. */
+  if (!ids_in_range(n, E, ids))
+    return -1;
+  for (int e = 0; e < E; e++)
+    counts[e] = 0;
+  for (size_t a = 0; a < n; a++)
+    counts[ids[a]]++;
+  return 0;
+}
