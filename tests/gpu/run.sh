@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs every GPU test binary in both launch modes and totals the results.
+# Usage: tests/gpu/run.sh BUILD_TESTS_DIR
+set -u
+dir=${1:-build/tests}
+export NCCL_NVLS_ENABLE=0
+fail=0
+pass=0
+run() {
+  echo "== $*"
+  if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAILED: $*"; fi
+}
+run "$dir/test_exchange" single
+run "$dir/test_exchange" multi
+echo "gpu-test: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
