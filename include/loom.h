@@ -117,7 +117,8 @@ typedef struct {
    * run). LOOM_UNSET: 64 MiB. Must be the same on every rank. */
   int64_t workspace_bytes;
   /* Signal slots each source rank owns in every rank's window (one 8-byte
-   * flag each). LOOM_UNSET: 4096. Must be the same on every rank. */
+   * flag each; the last is reserved for buffer credits), >= 2.
+   * LOOM_UNSET: 4096. Must be the same on every rank. */
   int signal_slots;
   /* Bound on every wait inside loom's kernels, in milliseconds. LOOM_UNSET:
    * the environment variable LOOM_TIMEOUT_MS if set, else 5000. */

@@ -41,8 +41,8 @@ loom_result_t loom_resolve_comm_config(const char *fn, const loom_comm_config_t 
            "config->workspace_bytes (%lld) must be in [1, 2^40] or LOOM_UNSET",
            (long long)c.workspace_bytes);
   if (c.signal_slots == LOOM_UNSET) c.signal_slots = LOOM_DEFAULT_SIGNAL_SLOTS;
-  LOOM_ARG(c.signal_slots > 0 && c.signal_slots <= LOOM_MAX_SIGNAL_SLOTS, fn,
-           "config->signal_slots (%d) must be in [1, %d] or LOOM_UNSET", c.signal_slots,
+  LOOM_ARG(c.signal_slots >= 2 && c.signal_slots <= LOOM_MAX_SIGNAL_SLOTS, fn,
+           "config->signal_slots (%d) must be in [2, %d] or LOOM_UNSET", c.signal_slots,
            LOOM_MAX_SIGNAL_SLOTS);
   if (c.timeout_ms == LOOM_UNSET) {
     const char *env = getenv("LOOM_TIMEOUT_MS");

@@ -15,7 +15,7 @@ loom_result_t loom_exchange_workspace_bytes(loom_exchange_t pattern, int nranks,
   const size_t stride = loom_exchange_stride(bytes_per_peer);
   LOOM_ARG(bytes_per_peer <= ((size_t)1 << 40) / (2 * nsrc), fn,
            "bytes_per_peer (%zu) is too large (max 2^40 / (2 * %zu))", bytes_per_peer, nsrc);
-  *bytes = 2 * nsrc * stride; /* two parities, see ops.h */
+  *bytes = LOOM_EXCHANGE_PARITIES * nsrc * stride; /* see ops.h */
   return LOOM_SUCCESS;
 }
 

@@ -75,7 +75,7 @@ static void test_config(void) {
     bad.workspace_bytes = bad_ws[i];
     EXPECT_BAD(loom_resolve_comm_config("f", &bad, &rc), "workspace_bytes");
   }
-  const int bad_slots[] = {0, -5, LOOM_MAX_SIGNAL_SLOTS + 1};
+  const int bad_slots[] = {1, -5, LOOM_MAX_SIGNAL_SLOTS + 1};
   for (int i = 0; i < 3; i++) {
     bad = (loom_comm_config_t)LOOM_COMM_CONFIG_INIT;
     bad.signal_slots = bad_slots[i];

@@ -368,6 +368,7 @@ static int multi_process(int n, int fault) {
     pid[r] = fork();
     if (pid[r] == 0) {
       alarm(CHILD_DEADLINE_S);
+      check_passed_ = check_failed_ = check_skipped_ = 0; /* not the parent's */
       _exit(child_rank(r, n, fault, pipes[r][0], wr));
     }
   }

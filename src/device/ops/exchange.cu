@@ -6,8 +6,10 @@
  * Work: the message to each destination is cut into chunks. Send phase: a
  * block puts one chunk into the destination's window and signals its slot.
  * Receive phase: a block waits for one (source, chunk) slot, then copies the
- * chunk from its own window into recvbuf. No send waits on anything, so
- * every send finishes and the receive waits can only fail on a dead peer.
+ * chunk from its own window into recvbuf. The last block to finish returns
+ * the buffer to every source (a credit). A send waits only for the credit
+ * of the call two before it, which never depends on this call, so waits
+ * can only fail on a dead peer.
  */
 #include <cuda_runtime.h>
 
@@ -40,6 +42,7 @@ __global__ void __launch_bounds__(exchange_cfg::threads, 1)
     const size_t len = min(chunk, a.bytes_per_peer - off);
     const char *src = (const char *)a.send + (a.ring ? 0 : (size_t)peer * a.bytes_per_peer) + off;
     char *dst = loom_peer_ptr(c, peer, parity_base + (a.ring ? 0 : (size_t)r) * stride + off);
+    if (!loom_block_wait_credit(c, peer, epoch, LOOM_EXCHANGE_PARITIES)) break;
     loom_put_rows(dst, len, src, len, len, 1, threadIdx.x, blockDim.x);
     __syncthreads();
     if (threadIdx.x == 0 && !a.suppress_signals) loom_signal(c, peer, ch, epoch);
@@ -56,7 +59,11 @@ __global__ void __launch_bounds__(exchange_cfg::threads, 1)
     char *dst = (char *)a.recv + (a.ring ? 0 : (size_t)src_rank * a.bytes_per_peer) + off;
     loom_copy_in_rows(dst, len, win, len, len, 1, threadIdx.x, blockDim.x);
   }
-  loom_kernel_end(c, epoch);
+  /* Every block has read its chunks: hand each source its buffer back. */
+  if (loom_kernel_end(c, epoch) && threadIdx.x < nsrc) {
+    const int src_rank = a.ring ? (r - 1 + n) % n : (r - (int)threadIdx.x + n) % n;
+    loom_ack(c, src_rank, epoch);
+  }
 }
 
 /* Grid of one block per SM, launched cooperatively so that every block is
@@ -86,7 +93,8 @@ extern "C" cudaError_t loom_launch_exchange(const loom_dev_comm *c,
   const int per_dst = grid / ndst > 0 ? grid / ndst : 1;
   size_t chunk = (a->bytes_per_peer + per_dst - 1) / per_dst;
   if (chunk < exchange_cfg::min_chunk) chunk = exchange_cfg::min_chunk;
-  const size_t by_slots = (a->bytes_per_peer + c->slots - 1) / c->slots;
+  const int data_slots = c->slots - 1; /* the last slot carries credits */
+  const size_t by_slots = (a->bytes_per_peer + data_slots - 1) / data_slots;
   if (chunk < by_slots) chunk = by_slots;
   chunk = (chunk + 15) / 16 * 16;
   const int nchunks = (int)((a->bytes_per_peer + chunk - 1) / chunk);

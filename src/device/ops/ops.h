@@ -22,10 +22,13 @@ extern "C" {
  *   [parity 0..1][source slot 0..nsrc-1][stride]  where
  *   nsrc = 1 (ring: the one left neighbour) or nranks (all-to-all: source
  *   rank s uses slot s), stride = bytes_per_peer rounded up to 256.
- * A call with epoch e uses parity e % 2: a fast rank may start call e+1
- * while a slow one still reads call e, never further ahead (call e+1 cannot
- * finish without the slow rank's e+1 data), so two buffers suffice.
- * Signal slot c of source s marks chunk c of s's message as landed. */
+ * A call with epoch e uses parity e % 2, and a source writes call e into a
+ * destination only after that destination acknowledged call e - 2 (the
+ * credit in signal slot slots-1, see transport.cuh): in a ring a rank's
+ * inputs come from its left neighbour, so without credits it could run
+ * several calls ahead of its right neighbour.
+ * Signal slot c < slots-1 of source s marks chunk c of s's message. */
+#define LOOM_EXCHANGE_PARITIES 2
 #define LOOM_EXCHANGE_ROW_ALIGN 256u
 
 static inline LOOM_HD size_t loom_exchange_stride(size_t bytes_per_peer) {

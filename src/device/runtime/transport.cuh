@@ -62,19 +62,25 @@ static __device__ __forceinline__ uint64_t loom_kernel_begin(const loom_dev_comm
 }
 
 /* Called once by every block, by all its threads, as its last action. The
- * last block to arrive publishes the epoch for the next call. */
-static __device__ __forceinline__ void loom_kernel_end(const loom_dev_comm &c,
-                                                       uint64_t epoch) {
+ * last block to arrive publishes the epoch for the next call and returns 1
+ * (to every thread of that block); other blocks return 0. When it returns
+ * 1, every block of this kernel has finished all its reads and writes. */
+static __device__ __forceinline__ int loom_kernel_end(const loom_dev_comm &c,
+                                                      uint64_t epoch) {
+  __shared__ int last;
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
     unsigned done = atomicAdd(&c.ctrl->blocks_done, 1u);
-    if (done == gridDim.x - 1) {
+    last = done == gridDim.x - 1;
+    if (last) {
       c.ctrl->blocks_done = 0;
       c.ctrl->epoch = epoch;
       __threadfence();
     }
   }
+  __syncthreads();
+  return last;
 }
 
 /* ---- puts ---------------------------------------------------------------- */
@@ -151,6 +157,22 @@ static __device__ __forceinline__ void loom_signal(const loom_dev_comm &c, int p
   ptx_st_release_sys_u64(loom_flag_ptr(c, peer, c.rank, slot), epoch);
 }
 
+/* Buffer credits. Signal slot slots-1 of every source is reserved for
+ * "done": a rank that finished reading call e's messages tells each source
+ * so (loom_ack), and a source about to write call e into a buffer that call
+ * e - depth also used first waits for that credit (loom_block_wait_credit).
+ * Without it a rank whose inputs come from elsewhere (a ring) could run
+ * several calls ahead of its destination and overwrite unread data. */
+static __device__ __forceinline__ int loom_ack_slot(const loom_dev_comm &c) {
+  return c.slots - 1;
+}
+
+/* From ONE thread of the kernel's last block (loom_kernel_end returned 1). */
+static __device__ __forceinline__ void loom_ack(const loom_dev_comm &c, int src,
+                                                uint64_t epoch) {
+  ptx_st_release_sys_u64(loom_flag_ptr(c, src, c.rank, loom_ack_slot(c)), epoch);
+}
+
 /* Record a fault (first caller wins) and raise the abort flag. Takes
  * scalars, not the comm struct, so the out-of-line call needs no stack. */
 static __device__ __noinline__ void loom_raise_fault(loom_ctrl *ctrl, loom_fault_record *f,
@@ -207,6 +229,14 @@ static __device__ __forceinline__ int loom_block_wait(const loom_dev_comm &c, in
   int failed = 0;
   if (threadIdx.x == 0) failed = !loom_wait_signal(c, src, slot, epoch);
   return !__syncthreads_or(failed);
+}
+
+/* Block-wide: before writing call `epoch`'s data into `dst`'s buffer that
+ * call epoch - depth used, wait until dst acknowledged that call. */
+static __device__ __forceinline__ int loom_block_wait_credit(const loom_dev_comm &c, int dst,
+                                                             uint64_t epoch, int depth) {
+  if (epoch <= (uint64_t)depth) return 1;
+  return loom_block_wait(c, dst, loom_ack_slot(c), epoch - depth);
 }
 
 #endif /* LOOM_TRANSPORT_CUH */
