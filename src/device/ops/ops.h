@@ -23,10 +23,10 @@ extern "C" {
  *   nsrc = 1 (ring: the one left neighbour) or nranks (all-to-all: source
  *   rank s uses slot s), stride = bytes_per_peer rounded up to 256.
  * A call with epoch e uses parity e % 2, and a source writes call e into a
- * destination only after that destination acknowledged call e - 2 (the
- * credit in signal slot slots-1, see transport.cuh): in a ring a rank's
- * inputs come from its left neighbour, so without credits it could run
- * several calls ahead of its right neighbour.
+ * destination only after that destination's completion credit for call
+ * e - 2 (signal slot slots-1, see transport.cuh): in a ring a rank's inputs
+ * come from its left neighbour, so without credits it could run several
+ * calls ahead of its right neighbour.
  * Signal slot c < slots-1 of source s marks chunk c of s's message. */
 #define LOOM_EXCHANGE_PARITIES 2
 #define LOOM_EXCHANGE_ROW_ALIGN 256u

@@ -1,12 +1,14 @@
 /*
  * Layer 1: loom's transport primitives, used by every operator kernel.
  *
- *   loom_kernel_begin / loom_kernel_end   the call's epoch, kept on device
+ *   loom_kernel_begin / loom_kernel_end   the call's epoch, kept on device;
+ *                                         completion credits to every rank
  *   loom_peer_ptr / loom_local_ptr        addresses in a rank's window
  *   loom_put_rows                         vectorised row put (block-wide)
  *   loom_copy_in_rows                     read rows a peer put into our window
  *   loom_signal                           release-store the epoch to a peer
  *   loom_wait_signal / loom_block_wait    bounded acquire wait
+ *   loom_block_wait_credit                wait until a peer finished call e-d
  *
  * Memory ordering of one message (producer block P, consumer block C):
  *   P: every thread stores its part of the rows (weak stores over NVLink)
@@ -62,9 +64,11 @@ static __device__ __forceinline__ uint64_t loom_kernel_begin(const loom_dev_comm
 }
 
 /* Called once by every block, by all its threads, as its last action. The
- * last block to arrive publishes the epoch for the next call and returns 1
- * (to every thread of that block); other blocks return 0. When it returns
- * 1, every block of this kernel has finished all its reads and writes. */
+ * last block to arrive publishes the epoch for the next call and hands every
+ * rank a completion credit for this call (loom_block_wait_credit); it
+ * returns 1 to all its threads, other blocks return 0. Its arrival order
+ * (fence, then atomic) means every other block's reads and writes are done
+ * before the credits are released. */
 static __device__ __forceinline__ int loom_kernel_end(const loom_dev_comm &c,
                                                       uint64_t epoch) {
   __shared__ int last;
@@ -80,6 +84,9 @@ static __device__ __forceinline__ int loom_kernel_end(const loom_dev_comm &c,
     }
   }
   __syncthreads();
+  if (last)
+    for (int peer = threadIdx.x; peer < c.nranks; peer += blockDim.x)
+      ptx_st_release_sys_u64(loom_flag_ptr(c, peer, c.rank, c.slots - 1), epoch);
   return last;
 }
 
@@ -157,20 +164,15 @@ static __device__ __forceinline__ void loom_signal(const loom_dev_comm &c, int p
   ptx_st_release_sys_u64(loom_flag_ptr(c, peer, c.rank, slot), epoch);
 }
 
-/* Buffer credits. Signal slot slots-1 of every source is reserved for
- * "done": a rank that finished reading call e's messages tells each source
- * so (loom_ack), and a source about to write call e into a buffer that call
- * e - depth also used first waits for that credit (loom_block_wait_credit).
- * Without it a rank whose inputs come from elsewhere (a ring) could run
- * several calls ahead of its destination and overwrite unread data. */
-static __device__ __forceinline__ int loom_ack_slot(const loom_dev_comm &c) {
+/* Completion credits. Signal slot slots-1 of every source is reserved:
+ * when a rank's kernel for call e ends, it stores e there in every rank's
+ * window (loom_kernel_end), meaning "I have finished reading everything of
+ * call e". A rank about to write call e's data into a peer buffer that call
+ * e - depth also used first waits for that peer's credit e - depth. Without
+ * it a rank whose inputs come from elsewhere (a ring) could run several
+ * calls ahead of its destination and overwrite unread data. */
+static __device__ __forceinline__ int loom_credit_slot(const loom_dev_comm &c) {
   return c.slots - 1;
-}
-
-/* From ONE thread of the kernel's last block (loom_kernel_end returned 1). */
-static __device__ __forceinline__ void loom_ack(const loom_dev_comm &c, int src,
-                                                uint64_t epoch) {
-  ptx_st_release_sys_u64(loom_flag_ptr(c, src, c.rank, loom_ack_slot(c)), epoch);
 }
 
 /* Record a fault (first caller wins) and raise the abort flag. Takes
@@ -232,11 +234,11 @@ static __device__ __forceinline__ int loom_block_wait(const loom_dev_comm &c, in
 }
 
 /* Block-wide: before writing call `epoch`'s data into `dst`'s buffer that
- * call epoch - depth used, wait until dst acknowledged that call. */
+ * call epoch - depth used, wait for dst's completion credit of that call. */
 static __device__ __forceinline__ int loom_block_wait_credit(const loom_dev_comm &c, int dst,
                                                              uint64_t epoch, int depth) {
   if (epoch <= (uint64_t)depth) return 1;
-  return loom_block_wait(c, dst, loom_ack_slot(c), epoch - depth);
+  return loom_block_wait(c, dst, loom_credit_slot(c), epoch - depth);
 }
 
 #endif /* LOOM_TRANSPORT_CUH */
