@@ -65,6 +65,8 @@ HEADERS := $(wildcard include/*.h src/*/*.h src/device/*/*.h src/device/*/*.cuh 
 CLI_SRC := $(filter-out src/cli/main.c,$(wildcard src/cli/*.c))
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 
+BENCH_BIN := $(patsubst bench/%.cu,$(BUILD)/bench/%,$(wildcard bench/*.cu))
+
 CPU_TESTS := $(patsubst tests/cpu/%.c,$(BUILD)/tests/%,$(wildcard tests/cpu/*.c))
 GPU_TESTS := $(patsubst tests/gpu/%.c,$(BUILD)/tests/%,$(wildcard tests/gpu/*.c))
 
@@ -101,9 +103,14 @@ $(BUILD)/tests/%: tests/gpu/%.c $(BUILD)/libloom.a $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Isrc $< $(BUILD)/libloom.a -o $@ $(LDLIBS)
 
-# CPU tests. Building `all` and the GPU test binaries here means every .cu
-# is compiled for sm_90a in CI, so device code that does not build fails.
-test: all $(CPU_TESTS) $(GPU_TESTS)
+$(BUILD)/bench/%: bench/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -O3 $(ARCH) -lineinfo $< -o $@
+
+# CPU tests. Building `all`, the GPU tests and bench programs here means
+# every .cu is compiled for sm_90a in CI, so device code that does not build
+# fails.
+test: all $(CPU_TESTS) $(GPU_TESTS) $(BENCH_BIN)
 	@set -e; for t in $(CPU_TESTS); do echo "== $$t"; $$t; done
 	@echo "make test: all CPU test binaries passed"
 
