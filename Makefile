@@ -111,8 +111,7 @@ $(BUILD)/bench/%: bench/%.cu
 # every .cu is compiled for sm_90a in CI, so device code that does not build
 # fails.
 test: all $(CPU_TESTS) $(GPU_TESTS) $(BENCH_BIN)
-	@set -e; for t in $(CPU_TESTS); do echo "== $$t"; $$t; done
-	@echo "make test: all CPU test binaries passed"
+	@bash tests/cpu/run.sh $(CPU_TESTS)
 
 gpu-test: all $(GPU_TESTS)
 	NCCL_NVLS_ENABLE=0 bash tests/gpu/run.sh $(BUILD)/tests
