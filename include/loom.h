@@ -238,6 +238,154 @@ loom_result_t loom_exchange(loom_comm_t comm, loom_exchange_t pattern,
                             const void *sendbuf, void *recvbuf,
                             size_t bytes_per_peer, cudaStream_t stream);
 
+
+/* ------------------------------------------------------------------------
+ * The MoE layer forward, as one persistent kernel per GPU.
+ *
+ * y = sum over the top_k experts chosen for each token of
+ *     weight * expert(x),   expert(x) = act(x * W1) * W2
+ * with the gate (logits = x * Wg, softmax, top-k, optional renormalisation)
+ * fused in, or routing supplied by the caller. Expert placement: rank r
+ * owns experts [r * E/R, (r+1) * E/R). Tokens are per rank; every rank
+ * may pass a different num_tokens (including 0) on every call.
+ *
+ * Layouts (row-major, dtype = config.dtype unless noted):
+ *   x        [num_tokens x hidden]        this rank's tokens
+ *   y        [num_tokens x hidden]        written completely
+ *   gate_w   [hidden x num_experts]       every rank passes the same
+ *   w1       [E/R][hidden x ffn]          this rank's experts, back to back;
+ *            [E/R][hidden x 2*ffn] for SwiGLU: columns [0, ffn) are the
+ *            gate projection, [ffn, 2*ffn) the up projection
+ *   w2       [E/R][ffn x hidden]
+ *   routing  expert_ids int32 [num_tokens x top_k], weights fp32
+ *            [num_tokens x top_k] (device memory)
+ * Numerics: fp32 accumulation always. fp32 runs on TF32 tensor cores by
+ * default (LOOM_MATH_TF32) or exact fp32 FMAs (LOOM_MATH_FP32); bf16/fp16
+ * on bf16/fp16 tensor cores. The FFN intermediate and each expert's output
+ * row are rounded to dtype (as a bf16/fp16 framework would store them);
+ * the combine sums the top_k contributions in fp32, in ascending choice
+ * order, so repeated runs are bitwise identical. The fused gate computes
+ * logits in fp64 in a fixed order and rounds them to fp32, so its routing
+ * equals the CPU reference's exactly.
+ * ------------------------------------------------------------------------ */
+
+typedef enum {
+  LOOM_ACT_RELU = 0,
+  LOOM_ACT_GELU = 1,   /* exact (erf) form */
+  LOOM_ACT_SILU = 2,
+  LOOM_ACT_SWIGLU = 3, /* silu(x * W1_gate) * (x * W1_up) */
+  LOOM_NUM_ACTIVATIONS = 4
+} loom_activation_t;
+
+typedef enum {
+  LOOM_MATH_TF32 = 0, /* fp32 inputs on TF32 tensor cores (default) */
+  LOOM_MATH_FP32 = 1, /* exact fp32 FMAs, no tensor cores */
+  LOOM_NUM_MATHS = 2
+} loom_math_t;
+
+/* Largest communicator a MoE layer supports (sizes loom_moe_stats_t). */
+#define LOOM_MOE_MAX_RANKS 64
+
+typedef struct {
+  size_t struct_size; /* set by LOOM_MOE_CONFIG_INIT */
+  int version;
+  /* Required (LOOM_UNSET is an error): */
+  int64_t hidden;              /* multiple of 64 */
+  int64_t ffn;                 /* multiple of 64 */
+  int64_t num_experts;         /* divisible by the number of ranks, <= 1024 */
+  int64_t top_k;               /* 1..16, <= num_experts */
+  int64_t max_tokens_per_rank; /* >= 1; bounds every call's num_tokens */
+  /* Optional: */
+  int activation;        /* loom_activation_t; LOOM_UNSET: LOOM_ACT_SILU */
+  int dtype;             /* loom_dtype_t; LOOM_UNSET: LOOM_BF16 */
+  int fp32_math;         /* loom_math_t for fp32; LOOM_UNSET: LOOM_MATH_TF32 */
+  int normalize_top_k;   /* 1: weights of the k choices sum to 1; LOOM_UNSET: 1 */
+  /* 0 (and LOOM_UNSET): dropless, every assignment computed. c > 0: each
+   * expert keeps, per source rank, the first ceil(c * num_tokens * top_k /
+   * num_experts) assignments in token-major order; the others add 0. */
+  double capacity_factor;
+} loom_moe_config_t;
+
+#define LOOM_MOE_CONFIG_INIT                                                   \
+  { sizeof(loom_moe_config_t), LOOM_API_VERSION, LOOM_UNSET, LOOM_UNSET,       \
+    LOOM_UNSET, LOOM_UNSET, LOOM_UNSET, LOOM_UNSET, LOOM_UNSET, LOOM_UNSET,    \
+    LOOM_UNSET, 0.0 }
+
+typedef struct loom_moe *loom_moe_t;
+
+/* Workspace a MoE layer needs in its communicator.
+ *   config       [in]  the layer's config.
+ *   nranks       [in]  communicator size (>= 1, divides num_experts).
+ *   bytes        [out] minimum loom_comm_config_t.workspace_bytes.
+ *   signal_slots [out] minimum loom_comm_config_t.signal_slots (may be NULL).
+ * Pure function; no GPU. */
+loom_result_t loom_moe_workspace_bytes(const loom_moe_config_t *config, int nranks,
+                                       size_t *bytes, int *signal_slots);
+
+/* Create a MoE layer on a communicator.
+ *   comm   [in]  communicator whose workspace and signal slots are at least
+ *                what loom_moe_workspace_bytes says.
+ *   config [in]  copied.
+ *   moe    [out] the layer.
+ * Collective (checks that every rank passed the same config). Allocates the
+ * layer's private device buffers on the communicator's device. One layer at
+ * a time per communicator may run (they share the window). */
+loom_result_t loom_moe_create(loom_comm_t comm, const loom_moe_config_t *config,
+                              loom_moe_t *moe);
+
+/* Point the layer at its weights (device memory of the comm's device, in
+ * config.dtype; no copy is made: they must stay valid and unchanged while
+ * forwards run). gate_w may be NULL if every forward supplies routing.
+ * Not collective. */
+loom_result_t loom_moe_set_weights(loom_moe_t moe, const void *gate_w, const void *w1,
+                                   const void *w2);
+
+/* Per-call statistics, written by the kernel when requested. */
+typedef struct {
+  int64_t rows_sent[LOOM_MOE_MAX_RANKS];     /* token rows dispatched to rank d */
+  int64_t rows_received[LOOM_MOE_MAX_RANKS]; /* token rows received from rank s */
+  int64_t rows_dropped;    /* assignments past capacity (never sent) */
+  int64_t bytes_sent;      /* all bytes this rank stored into peers' windows
+                              (dispatch rows, returned expert rows, headers),
+                              peer == self included */
+  int64_t bytes_remote;    /* the part of bytes_sent that crossed NVLink */
+} loom_moe_stats_t;
+
+typedef struct {
+  const void *x;           /* [num_tokens x hidden] */
+  int64_t num_tokens;      /* 0..max_tokens_per_rank */
+  void *y;                 /* [num_tokens x hidden] */
+  /* Caller-supplied routing (both or neither); NULL: the fused gate. */
+  const int32_t *expert_ids_in;
+  const float *weights_in;
+  /* Optional outputs (device memory, [num_tokens x top_k]): the routing
+   * used (for the fused gate: what it chose). */
+  int32_t *expert_ids_out;
+  float *weights_out;
+  /* Optional: device memory for this call's statistics. */
+  loom_moe_stats_t *stats;
+} loom_moe_args_t;
+
+/* Run the layer forward as ONE kernel launch on `stream`.
+ *   moe    [in] the layer, weights set.
+ *   args   [in] buffers as described; x/y must not overlap.
+ *   stream [in] stream of the comm's device.
+ * Collective (every rank calls, with its own num_tokens). Asynchronous, no
+ * host synchronisation: capturable in a CUDA graph and replayable (each
+ * replay reads the buffers captured). A dead peer ends the kernel after the
+ * communicator's timeout; loom_comm_get_async_error then says LOOM_TIMEOUT
+ * and names it. */
+loom_result_t loom_moe_forward_ex(loom_moe_t moe, const loom_moe_args_t *args,
+                                  cudaStream_t stream);
+
+/* Shorthand: fused gate, no optional outputs. */
+loom_result_t loom_moe_forward(loom_moe_t moe, const void *x, int64_t num_tokens, void *y,
+                               cudaStream_t stream);
+
+/* Free the layer's buffers (waits for the device). NULL is a no-op. Not
+ * collective. */
+loom_result_t loom_moe_destroy(loom_moe_t moe);
+
 #ifdef __cplusplus
 }
 #endif

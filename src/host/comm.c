@@ -90,16 +90,36 @@ static const char *op_name(int op) {
   switch (op) {
   case LOOM_OP_EXCHANGE: return "exchange";
   case LOOM_OP_PUT_BENCH: return "put-bench";
+  case LOOM_OP_MOE: return "moe forward";
   }
   return "unknown operator";
 }
 
 loom_result_t loom_report_fault(const loom_fault_record *f) {
-  return loom_set_error((loom_result_t)f->status,
-                        "rank %d timed out after %.1f ms in %s (block %d) waiting for peer %d: "
-                        "signal slot %d to reach epoch %llu (last seen %llu)",
-                        f->rank, (double)f->waited_ns / 1e6, op_name(f->op), f->block, f->peer,
-                        f->slot, (unsigned long long)f->epoch, (unsigned long long)f->observed);
+  const double ms = (double)f->waited_ns / 1e6;
+  const unsigned long long want = f->epoch, seen = f->observed;
+  switch (f->what) {
+  case LOOM_WAIT_GRID_BARRIER:
+    return loom_set_error((loom_result_t)f->status,
+                          "rank %d timed out after %.1f ms in %s (block %d) at grid barrier %d: "
+                          "%llu of %llu block arrivals",
+                          f->rank, ms, op_name(f->op), f->block, f->slot, seen, want);
+  case LOOM_WAIT_TILE_DEP:
+    return loom_set_error((loom_result_t)f->status,
+                          "rank %d timed out after %.1f ms in %s (block %d) waiting for local "
+                          "tile %d: %llu of %llu tasks done",
+                          f->rank, ms, op_name(f->op), f->block, f->slot, seen, want);
+  case LOOM_WAIT_BAD_ROUTING:
+    return loom_set_error((loom_result_t)f->status,
+                          "rank %d: %s: caller routing entry %d (token %llu) names expert %lld, "
+                          "outside [0, num_experts)",
+                          f->rank, op_name(f->op), f->slot, want, (long long)(int64_t)seen);
+  default:
+    return loom_set_error((loom_result_t)f->status,
+                          "rank %d timed out after %.1f ms in %s (block %d) waiting for peer %d: "
+                          "signal slot %d to reach epoch %llu (last seen %llu)",
+                          f->rank, ms, op_name(f->op), f->block, f->peer, f->slot, want, seen);
+  }
 }
 
 loom_result_t loom_comm_get_async_error(loom_comm_t comm, loom_result_t *async_error) {

@@ -71,19 +71,27 @@ static inline LOOM_HD loom_window_layout loom_window_layout_make(int nranks, int
  *   abort       4  non-zero once any block timed out: every bounded wait of
  *                  this communicator gives up at its next check.
  *   fault_claim 4  0 until one block wins the right to fill the fault record.
- *   pad        44
+ *   barrier     4  arrivals at the running kernel's grid barriers (barrier
+ *                  i completes at i * gridDim.x); reset by the last block.
+ *   pad        40
  */
 typedef struct {
   uint64_t epoch;
   uint32_t blocks_done;
   int32_t abort;
   uint32_t fault_claim;
-  uint32_t pad[11];
+  uint32_t barrier;
+  uint32_t pad[10];
 } loom_ctrl;
 
 /* What a bounded wait was waiting for (loom_fault_record.what). */
 typedef enum {
-  LOOM_WAIT_SIGNAL = 1, /* a peer's signal flag reaching the call's epoch */
+  LOOM_WAIT_SIGNAL = 1,       /* a peer's signal flag reaching the call's epoch */
+  LOOM_WAIT_GRID_BARRIER = 2, /* the blocks of this kernel (slot = barrier #) */
+  LOOM_WAIT_TILE_DEP = 3,     /* a local tile dependency (slot = tile index) */
+  LOOM_WAIT_BAD_ROUTING = 4,  /* not a wait: caller routing had an expert id
+                                 out of range (slot = t*top_k + j,
+                                 observed = the id) */
 } loom_wait_kind;
 
 /*
@@ -121,6 +129,7 @@ typedef struct {
 typedef enum {
   LOOM_OP_EXCHANGE = 1,
   LOOM_OP_PUT_BENCH = 2,
+  LOOM_OP_MOE = 3,
 } loom_op_id;
 
 #ifdef __cplusplus

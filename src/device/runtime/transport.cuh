@@ -79,6 +79,7 @@ static __device__ __forceinline__ int loom_kernel_end(const loom_dev_comm &c,
     last = done == gridDim.x - 1;
     if (last) {
       c.ctrl->blocks_done = 0;
+      c.ctrl->barrier = 0;
       c.ctrl->epoch = epoch;
       __threadfence();
     }
@@ -222,6 +223,47 @@ static __device__ __forceinline__ int loom_wait_signal(const loom_dev_comm &c, i
       }
     }
   }
+}
+
+/* Bounded wait, from ONE thread, for a counter in this GPU's memory that
+ * other blocks of the same kernel advance (acquire at GPU scope). `what`
+ * and `slot` describe it in the fault record. */
+static __device__ __forceinline__ int loom_wait_local_geq(const loom_dev_comm &c,
+                                                          const uint32_t *counter,
+                                                          uint32_t target, int what, int slot) {
+  uint32_t seen;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+  if (seen >= target) return 1;
+  const uint64_t start = ptx_globaltimer_ns();
+  for (uint32_t polls = 1;; ++polls) {
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+    if (seen >= target) return 1;
+    if (polls % LOOM_WAIT_CHECK_EVERY == 0) {
+      if (ptx_ld_relaxed_gpu_s32(&c.ctrl->abort)) return 0;
+      const uint64_t waited = ptx_globaltimer_ns() - start;
+      if (waited > c.timeout_ns) {
+        loom_raise_fault(c.ctrl, c.fault, c.rank, c.op, LOOM_TIMEOUT, c.rank, what, slot, target,
+                         seen, waited);
+        return 0;
+      }
+    }
+  }
+}
+
+/* Grid-wide barrier number `index` (1, 2, ... within one kernel): every
+ * block's writes before it are visible to every block after it. Bounded;
+ * returns 0 (to all threads) if the kernel is aborting. */
+static __device__ __forceinline__ int loom_grid_barrier(const loom_dev_comm &c, unsigned index) {
+  int failed = 0;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(&c.ctrl->barrier, 1u);
+    failed = !loom_wait_local_geq(c, &c.ctrl->barrier, index * gridDim.x,
+                                  LOOM_WAIT_GRID_BARRIER, (int)index);
+    __threadfence();
+  }
+  return !__syncthreads_or(failed);
 }
 
 /* Block-wide wait: thread 0 waits, the block learns the outcome. Every

@@ -1,0 +1,580 @@
+/*
+ * The distributed MoE layer forward as ONE persistent kernel per GPU.
+ *
+ * Every block runs the same five phases; the data dependencies between
+ * ranks are flags in the symmetric window (moe.h documents every region
+ * and slot), the ones inside a rank are two grid barriers and per-tile
+ * counters. Every wait is bounded (transport.cuh).
+ *
+ *   1 gate      token tiles: logits (fp64, fixed order), softmax, top-k;
+ *               or caller routing. Per-tile expert counts.     | barrier 1
+ *   2 place     every block derives kept counts and the region offsets;
+ *               each token tile places its assignments in token-major
+ *               order (capacity drops the late ones); block d < R sends
+ *               rank d its header.                              | barrier 2
+ *   3 dispatch  (dest, expert, row tile) items round-robin over blocks:
+ *               gather token rows, put them into the destination's
+ *               window, signal the tile. No waits.
+ *   4 experts   tasks from a ticket counter, local source first:
+ *               GEMM0 (rows x W1, activation) per 64 output columns, after
+ *               the tile's dispatch flag; GEMM1 (h x W2) per 64 columns,
+ *               after all GEMM0 tasks of the tile; GEMM1 rows go straight
+ *               into the source's window; the tile's last GEMM1 signals it.
+ *   5 combine   token tiles: wait for the tiles holding each choice,
+ *               y = sum_j w_j * out_j in fp32, ascending j (deterministic).
+ *
+ * Deadlock freedom: phase 3 never waits; a GEMM0 waits only on phase 3 of
+ * some rank; a GEMM1 only on GEMM0 tasks with smaller tickets, already
+ * held by resident blocks (cooperative launch); phase 5 only on GEMM1s.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+#include "../runtime/transport.cuh"
+#include "../tile/gemm_tile.cuh"
+#include "moe.h"
+
+struct moe_cfg {
+  static constexpr int threads = tile_cfg::threads;
+  static constexpr int warps = threads / 32;
+  static constexpr int blocks_per_sm = 1; /* the tile engine wants the SM's smem */
+};
+static_assert(LOOM_MOE_BM == tile_cfg::BM && LOOM_MOE_BN == tile_cfg::BN,
+              "moe.h tile sizes are the tile engine's");
+static_assert(LOOM_MOE_TT % moe_cfg::warps == 0, "gate: whole rounds of one token per warp");
+
+/* Shared state that lives across phases (static part; E <= 1024). */
+struct moe_shared {
+  int kept[LOOM_MOE_MAX_EXPERTS];   /* this source's kept rows per expert */
+  int offs[LOOM_MOE_MAX_EXPERTS];   /* region row of expert e's group at its dest */
+  int work[LOOM_MOE_MAX_EXPERTS];   /* scratch per expert */
+  int rc[LOOM_MOE_MAX_EXPERTS];     /* [R][El] rows received, from headers */
+  int roff[LOOM_MOE_MAX_EXPERTS];   /* [R][El] region row offset of (s, le) */
+  int tp[LOOM_MOE_MAX_EXPERTS + 1]; /* cumulative row tiles in task order */
+  int value;                        /* broadcast slot */
+};
+
+/* ---- element conversion ------------------------------------------------------ */
+
+template <int DT> struct elem;
+template <> struct elem<LOOM_FP32> {
+  typedef float T;
+  static __device__ __forceinline__ float load(const void *p, size_t i) { return ((const float *)p)[i]; }
+  static __device__ __forceinline__ T from(float f) { return f; }
+};
+template <> struct elem<LOOM_BF16> {
+  typedef __nv_bfloat16 T;
+  static __device__ __forceinline__ float load(const void *p, size_t i) {
+    return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+  }
+  static __device__ __forceinline__ T from(float f) { return __float2bfloat16_rn(f); }
+};
+template <> struct elem<LOOM_FP16> {
+  typedef __half T;
+  static __device__ __forceinline__ float load(const void *p, size_t i) {
+    return __half2float(((const __half *)p)[i]);
+  }
+  static __device__ __forceinline__ T from(float f) { return __float2half_rn(f); }
+};
+
+template <int MATH> struct math_dtype;
+template <> struct math_dtype<TILE_BF16> { static constexpr int dt = LOOM_BF16; };
+template <> struct math_dtype<TILE_FP16> { static constexpr int dt = LOOM_FP16; };
+template <> struct math_dtype<TILE_TF32> { static constexpr int dt = LOOM_FP32; };
+template <> struct math_dtype<TILE_FP32> { static constexpr int dt = LOOM_FP32; };
+
+static __device__ __forceinline__ float act_apply(int act, float v) {
+  switch (act) {
+  case LOOM_ACT_RELU: return v > 0.f ? v : 0.f;
+  case LOOM_ACT_GELU: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+  default: return v / (1.f + __expf(-v)); /* SiLU (and SwiGLU's gate) */
+  }
+}
+
+/* ---- phase 1: gate ------------------------------------------------------------- */
+
+/* Warp-wide top-k over lg[0..E) (float logits in shared memory), ties to the
+ * lower index, then softmax weights; lane j < K ends up holding choice j.
+ * Writes ids/weights for token t. Destroys lg. */
+static __device__ void gate_token(const loom_moe_params &p, float *lg, int t, int lane) {
+  const int E = p.E, K = p.K;
+  const float taken = __int_as_float(0x7fc00001); /* NaN marks a chosen expert */
+  int my_id = 0;
+  float my_val = 0.f;
+  for (int j = 0; j < K; j++) {
+    float best = -INFINITY;
+    int besti = E;
+    for (int e = lane; e < E; e += 32) {
+      const float v = lg[e];
+      if (!isnan(v) && (besti == E || v > best)) { best = v; besti = e; }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, besti, o);
+      if (oi != E && (besti == E || ob > best || (ob == best && oi < besti))) { best = ob; besti = oi; }
+    }
+    if (besti == E) besti = j; /* only NaN logits left: any id, the output is NaN anyway */
+    if (lane == j) { my_id = besti; my_val = best; }
+    __syncwarp();
+    if (lane == 0) lg[besti] = taken;
+    __syncwarp();
+  }
+  /* softmax over all experts with max = the first choice, in fp64; the
+   * chosen ones (marked) are added as one fixed-order warp sum */
+  const double m = (double)__shfl_sync(0xffffffffu, my_val, 0);
+  double rest = 0.0;
+  for (int e = lane; e < E; e += 32) {
+    const float v = lg[e];
+    if (!isnan(v)) rest += exp((double)v - m);
+  }
+  const double pj = lane < K ? exp((double)my_val - m) : 0.0;
+  double sel = pj;
+  for (int o = 16; o > 0; o >>= 1) {
+    rest += __shfl_xor_sync(0xffffffffu, rest, o);
+    sel += __shfl_xor_sync(0xffffffffu, sel, o);
+  }
+  if (lane < K) {
+    const double w = p.normalize ? pj / sel : pj / (rest + sel);
+    p.ids[(size_t)t * K + lane] = my_id;
+    p.wts[(size_t)t * K + lane] = (float)w;
+  }
+}
+
+template <int DT>
+static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params &p,
+                                  const loom_moe_call &call, moe_shared &sh, float *lg_all) {
+  const int E = p.E, K = p.K, T = call.T;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int ntiles = (T + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
+  float *lg = lg_all + (size_t)warp * E;
+  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+    const int t0 = tile * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
+    if (call.ids_in == NULL) {
+      for (int t = t0 + warp; t < t1; t += moe_cfg::warps) {
+        /* logits: exact products of floats in fp64, summed over h in order,
+         * no fused multiply-add: the CPU reference's arithmetic, bit for bit */
+        for (int e0 = 0; e0 < E; e0 += 32) {
+          const int e = e0 + lane;
+          if (e < E) {
+            double acc = 0.0;
+            for (int h = 0; h < p.H; h++)
+              acc = __dadd_rn(acc, __dmul_rn((double)elem<DT>::load(call.x, (size_t)t * p.H + h),
+                                             (double)elem<DT>::load(p.wg, (size_t)h * E + e)));
+            lg[e] = (float)acc;
+          }
+        }
+        __syncwarp();
+        gate_token(p, lg, t, lane);
+        __syncwarp();
+      }
+    } else {
+      for (int i = t0 * K + threadIdx.x; i < t1 * K; i += blockDim.x) {
+        int id = call.ids_in[i];
+        if (id < 0 || id >= E) {
+          loom_raise_fault(c.ctrl, c.fault, c.rank, c.op, LOOM_INVALID_ARGUMENT, c.rank,
+                           LOOM_WAIT_BAD_ROUTING, i, (uint64_t)(i / K), (uint64_t)(int64_t)id, 0);
+          id = -1; /* dropped below; the call reports the error */
+        }
+        p.ids[i] = id;
+        p.wts[i] = call.wts_in[i];
+      }
+    }
+    __syncthreads();
+    /* per-tile expert counts (entries are read back by this block only) */
+    for (int e = threadIdx.x; e < E; e += blockDim.x) sh.work[e] = 0;
+    __syncthreads();
+    for (int i = t0 * K + threadIdx.x; i < t1 * K; i += blockDim.x) {
+      const int id = __ldcg(&p.ids[i]);
+      if (id >= 0) atomicAdd(&sh.work[id], 1);
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < E; e += blockDim.x)
+      p.tile_counts[(size_t)tile * E + e] = sh.work[e];
+    if (call.ids_out != NULL)
+      for (int i = t0 * K + threadIdx.x; i < t1 * K; i += blockDim.x) {
+        call.ids_out[i] = __ldcg(&p.ids[i]);
+        call.wts_out[i] = __ldcg(&p.wts[i]);
+      }
+    __syncthreads();
+  }
+  /* counters of phase 4, cleared before barrier 1 */
+  const size_t ndone = (size_t)p.R * p.El * p.TPE;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < ndone;
+       i += (size_t)gridDim.x * blockDim.x) {
+    p.done0[i] = 0;
+    p.done1[i] = 0;
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) *p.ticket = 0;
+}
+
+/* ---- phase 2: place ----------------------------------------------------------- */
+
+static __device__ int capacity_of(const loom_moe_params &p, int T) {
+  if (p.capacity_factor <= 0.0) return 0x7fffffff;
+  return (int)ceil(p.capacity_factor * (double)T * p.K / p.E);
+}
+
+static __device__ void phase_place(const loom_dev_comm &c, const loom_moe_params &p,
+                                   const loom_moe_call &call, moe_shared &sh, uint64_t epoch) {
+  const int E = p.E, K = p.K, El = p.El, T = call.T;
+  const int ntiles = (T + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
+  const int cap = capacity_of(p, T);
+  /* totals per expert -> kept -> region offsets (every block, same result) */
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    int tot = 0;
+    for (int tl = 0; tl < ntiles; tl++) tot += __ldcg(&p.tile_counts[(size_t)tl * E + e]);
+    sh.kept[e] = min(tot, cap);
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; d < p.R; d += blockDim.x) {
+    int off = 0;
+    for (int le = 0; le < El; le++) {
+      sh.offs[d * El + le] = off;
+      off += sh.kept[d * El + le];
+    }
+  }
+  __syncthreads();
+  if (blockIdx.x == 0)
+    for (int e = threadIdx.x; e < E; e += blockDim.x) p.kept[e] = sh.kept[e];
+
+  /* place this block's token tiles in token-major order */
+  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+      int base = 0;
+      for (int tl = 0; tl < tile; tl++) base += __ldcg(&p.tile_counts[(size_t)tl * E + e]);
+      sh.work[e] = base; /* next position of expert e */
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const int t0 = tile * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
+      for (int i = t0 * K; i < t1 * K; i++) {
+        const int e = __ldcg(&p.ids[i]);
+        int row = -1;
+        if (e >= 0) {
+          const int pos = sh.work[e]++;
+          if (pos < cap) {
+            row = sh.offs[e] + pos;
+            p.row_token[(size_t)(e / El) * p.Cs + row] = i / K;
+          }
+        }
+        p.dest_row[i] = row;
+      }
+    }
+    __syncthreads();
+  }
+
+  /* header for destination d: kept rows per local expert (padded) */
+  for (int d = blockIdx.x; d < p.R; d += gridDim.x) {
+    int32_t *hdr = (int32_t *)loom_peer_ptr(c, d, p.hdr_off + (size_t)(epoch & 1) * p.hdr_parity_bytes +
+                                                      (size_t)c.rank * p.hdr_stride);
+    for (int i = threadIdx.x; i < (int)(p.hdr_stride / 4); i += blockDim.x)
+      hdr[i] = i < El ? sh.kept[d * El + i] : 0;
+    __syncthreads();
+    if (threadIdx.x == 0) loom_signal(c, d, 0, epoch);
+  }
+}
+
+/* ---- phase 3: dispatch --------------------------------------------------------- */
+
+static __device__ void phase_dispatch(const loom_dev_comm &c, const loom_moe_params &p,
+                                      const loom_moe_call &call, moe_shared &sh, uint64_t epoch) {
+  const int El = p.El, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const size_t vec_per_row = p.row_bytes / 16;
+  int item = 0;
+  for (int i = 0; i < p.R; i++) {
+    const int d = (c.rank + 1 + i) % p.R; /* peers first, self last */
+    for (int le = 0; le < El; le++) {
+      const int e = d * El + le, rows = sh.kept[e];
+      const int ntl = (rows + LOOM_MOE_BM - 1) / LOOM_MOE_BM;
+      for (int tl = 0; tl < ntl; tl++, item++) {
+        if (item % gridDim.x != blockIdx.x) continue;
+        const int r0 = tl * LOOM_MOE_BM, r1 = min(rows, r0 + LOOM_MOE_BM);
+        char *dst_base = loom_peer_ptr(c, d, p.disp_off + (size_t)c.rank * p.Cs * p.row_bytes);
+        for (int r = r0 + warp; r < r1; r += moe_cfg::warps) {
+          const int row = sh.offs[e] + r;
+          const int t = __ldcg(&p.row_token[(size_t)d * p.Cs + row]);
+          const int4 *src = (const int4 *)((const char *)call.x + (size_t)t * p.row_bytes);
+          int4 *dst = (int4 *)(dst_base + (size_t)row * p.row_bytes);
+          for (size_t v = lane; v < vec_per_row; v += 32) dst[v] = src[v];
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) loom_signal(c, d, p.slot_disp0 + le * p.TPE + tl, epoch);
+      }
+    }
+  }
+}
+
+/* ---- phase 4: experts ------------------------------------------------------------ */
+
+/* Copy a staged tile (BM x BN of T, pitch BN + 8) to rows of dst (pitch in
+ * bytes), only the first `rows` rows; 16-byte vectors. */
+template <typename T>
+static __device__ __forceinline__ void store_tile(char *dst, size_t pitch, const T *st, int rows) {
+  constexpr int vpr = LOOM_MOE_BN * sizeof(T) / 16; /* vectors per row */
+  constexpr int spitch = LOOM_MOE_BN + 8;
+  for (int i = threadIdx.x; i < rows * vpr; i += blockDim.x) {
+    const int r = i / vpr, v = i % vpr;
+    *((int4 *)(dst + (size_t)r * pitch) + v) = *((const int4 *)(st + r * spitch) + v);
+  }
+}
+
+template <int MATH, int PARTS>
+static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_params &p,
+                                    const loom_moe_call &call, moe_shared &sh, uint64_t epoch,
+                                    void *smem) {
+  constexpr int DT = math_dtype<MATH>::dt;
+  typedef typename elem<DT>::T T;
+  const int El = p.El, R = p.R;
+  const int nF = p.F / LOOM_MOE_BN, nH = p.H / LOOM_MOE_BN, per_tile = nF + nH;
+
+  /* headers from every source, in task order (self first) */
+  for (int i = 0; i < R; i++) {
+    const int s = (c.rank + i) % R;
+    if (!loom_block_wait(c, s, 0, epoch)) return 0;
+    const int32_t *hdr = (const int32_t *)loom_local_ptr(
+        c, p.hdr_off + (size_t)(epoch & 1) * p.hdr_parity_bytes + (size_t)s * p.hdr_stride);
+    for (int le = threadIdx.x; le < El; le += blockDim.x)
+      sh.rc[s * El + le] = *(volatile const int32_t *)&hdr[le];
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int tiles = 0;
+    for (int i = 0; i < R; i++) {
+      const int s = (c.rank + i) % R;
+      int off = 0;
+      for (int le = 0; le < El; le++) {
+        sh.tp[i * El + le] = tiles;
+        sh.roff[s * El + le] = off;
+        off += sh.rc[s * El + le];
+        tiles += (sh.rc[s * El + le] + LOOM_MOE_BM - 1) / LOOM_MOE_BM;
+      }
+    }
+    sh.tp[R * El] = tiles;
+  }
+  __syncthreads();
+  if (blockIdx.x == 0 && call.stats != NULL) {
+    /* rows and bytes, from what this rank sent and received */
+    for (int r = threadIdx.x; r < LOOM_MOE_MAX_RANKS; r += blockDim.x) {
+      int64_t sent = 0, recv = 0;
+      if (r < R)
+        for (int le = 0; le < El; le++) {
+          sent += sh.kept[r * El + le];
+          recv += sh.rc[r * El + le];
+        }
+      call.stats->rows_sent[r] = sent;
+      call.stats->rows_received[r] = recv;
+    }
+    if (threadIdx.x == 0) {
+      int64_t all = 0, remote = 0, kept = 0;
+      for (int r = 0; r < R; r++)
+        for (int le = 0; le < El; le++) {
+          const int64_t rows = sh.kept[r * El + le] + sh.rc[r * El + le];
+          kept += sh.kept[r * El + le];
+          all += rows * (int64_t)p.row_bytes + (le == 0 ? (int64_t)p.hdr_stride : 0);
+          if (r != c.rank) remote += rows * (int64_t)p.row_bytes + (le == 0 ? (int64_t)p.hdr_stride : 0);
+        }
+      call.stats->rows_dropped = (int64_t)call.T * p.K - kept;
+      call.stats->bytes_sent = all;
+      call.stats->bytes_remote = remote;
+    }
+  }
+
+  const int total = sh.tp[R * El] * per_tile;
+  T *stage = (T *)smem;
+  for (;;) {
+    __syncthreads();
+    if (threadIdx.x == 0) sh.value = (int)atomicAdd(p.ticket, 1u);
+    __syncthreads();
+    const int ticket = sh.value;
+    if (ticket >= total) return 1;
+    const int tile_idx = ticket / per_tile, sub = ticket - tile_idx * per_tile;
+    /* (source, expert) of this row tile: last i with tp[i] <= tile_idx */
+    int lo = 0, hi = R * El - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (sh.tp[mid] <= tile_idx) lo = mid; else hi = mid - 1;
+    }
+    const int s = (c.rank + lo / El) % R, le = lo % El;
+    const int tl = tile_idx - sh.tp[lo];
+    const int rows = min(LOOM_MOE_BM, sh.rc[s * El + le] - tl * LOOM_MOE_BM);
+    const size_t row0 = (size_t)s * p.Cs + sh.roff[s * El + le] + (size_t)tl * LOOM_MOE_BM;
+    const int dep = (s * El + le) * p.TPE + tl;
+    if (sub < nF) {
+      tile_acc<PARTS> acc;
+      /* GEMM0 + activation -> h */
+      if (!loom_block_wait(c, s, p.slot_disp0 + le * p.TPE + tl, epoch)) return 0;
+      const int n = sub;
+      const size_t ldb = (size_t)p.F * (p.gated ? 2 : 1);
+      const T *A = (const T *)loom_local_ptr(c, p.disp_off + row0 * p.row_bytes);
+      const T *B = (const T *)p.w1 + (size_t)le * p.H * ldb;
+      tile_gemm<MATH, PARTS>(smem, A, p.H, rows, B, ldb, n * LOOM_MOE_BN, p.F + n * LOOM_MOE_BN,
+                             p.H, acc);
+      const int act = p.act;
+      float gate_v = 0.f;
+      tile_for_each<MATH, PARTS>(acc, [&](int r, int col, int part, float v) {
+        if (PARTS == 2) {
+          if (part == 0) { gate_v = v; return; }
+          v = act_apply(LOOM_ACT_SILU, gate_v) * v;
+        } else {
+          v = act_apply(act, v);
+        }
+        stage[r * (LOOM_MOE_BN + 8) + col] = elem<DT>::from(v);
+      });
+      __syncthreads();
+      char *hrow = (char *)p.h + (row0 * p.F + (size_t)n * LOOM_MOE_BN) * sizeof(T);
+      store_tile<T>(hrow, (size_t)p.F * sizeof(T), stage, rows);
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(&p.done0[dep], 1u);
+      }
+    } else {
+      /* GEMM1 -> straight into the source's window */
+      const int n = sub - nF;
+      int failed = 0;
+      if (threadIdx.x == 0)
+        failed = !loom_wait_local_geq(c, &p.done0[dep], (uint32_t)nF, LOOM_WAIT_TILE_DEP, dep);
+      if (__syncthreads_or(failed)) return 0;
+      const T *A = (const T *)p.h + row0 * p.F;
+      const T *B = (const T *)p.w2 + (size_t)le * p.F * p.H;
+      tile_acc<1> acc1;
+      tile_gemm<MATH, 1>(smem, A, p.F, rows, B, p.H, n * LOOM_MOE_BN, 0, p.F, acc1);
+      tile_for_each<MATH, 1>(acc1, [&](int r, int col, int, float v) {
+        stage[r * (LOOM_MOE_BN + 8) + col] = elem<DT>::from(v);
+      });
+      __syncthreads();
+      /* row i of (s, le, tile) returns to the same row of s's return region */
+      char *ret = loom_peer_ptr(c, s, p.ret_off + ((size_t)c.rank * p.Cs + sh.roff[s * El + le] +
+                                                   (size_t)tl * LOOM_MOE_BM) * p.row_bytes +
+                                          (size_t)n * LOOM_MOE_BN * sizeof(T));
+      store_tile<T>(ret, p.row_bytes, stage, rows);
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        __threadfence_system();
+        const unsigned done = atomicAdd(&p.done1[dep], 1u) + 1;
+        if (done == (unsigned)nH) {
+          __threadfence_system();
+          loom_signal(c, s, p.slot_ret0 + le * p.TPE + tl, epoch);
+        }
+      }
+    }
+  }
+}
+
+/* ---- phase 5: combine ---------------------------------------------------------------- */
+
+template <int DT>
+static __device__ int phase_combine(const loom_dev_comm &c, const loom_moe_params &p,
+                                    const loom_moe_call &call, moe_shared &sh, uint64_t epoch) {
+  typedef typename elem<DT>::T T;
+  const int K = p.K, El = p.El, T_ = call.T;
+  const int ntiles = (T_ + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
+  constexpr int per_vec = 16 / sizeof(T);
+  const int vec_per_row = p.H / per_vec;
+  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+    const int t0 = tile * LOOM_MOE_TT, t1 = min(T_, t0 + LOOM_MOE_TT);
+    int failed = 0;
+    if (threadIdx.x == 0) {
+      for (int i = t0 * K; i < t1 * K && !failed; i++) {
+        const int row = __ldcg(&p.dest_row[i]);
+        if (row < 0) continue;
+        const int e = __ldcg(&p.ids[i]), d = e / El, le = e % El;
+        const int tl = (row - sh.offs[e]) / LOOM_MOE_BM;
+        failed = !loom_wait_signal(c, d, p.slot_ret0 + le * p.TPE + tl, epoch);
+      }
+    }
+    if (__syncthreads_or(failed)) return 0;
+    for (int i = threadIdx.x; i < (t1 - t0) * vec_per_row; i += blockDim.x) {
+      const int t = t0 + i / vec_per_row, v = i % vec_per_row;
+      float acc[per_vec];
+#pragma unroll
+      for (int q = 0; q < per_vec; q++) acc[q] = 0.f;
+      for (int j = 0; j < K; j++) {
+        const int row = __ldcg(&p.dest_row[(size_t)t * K + j]);
+        if (row < 0) continue;
+        const int d = __ldcg(&p.ids[(size_t)t * K + j]) / El;
+        const float w = __ldcg(&p.wts[(size_t)t * K + j]);
+        const char *src = loom_local_ptr(c, p.ret_off + ((size_t)d * p.Cs + row) * p.row_bytes);
+        const int4 raw = ptx_ld_cg_v4((const int4 *)src + v);
+        const T *vals = (const T *)&raw;
+#pragma unroll
+        for (int q = 0; q < per_vec; q++) acc[q] += w * elem<DT>::load(vals, q);
+      }
+      int4 out;
+      T *o = (T *)&out;
+#pragma unroll
+      for (int q = 0; q < per_vec; q++) o[q] = elem<DT>::from(acc[q]);
+      *((int4 *)((char *)call.y + (size_t)t * p.row_bytes) + v) = out;
+    }
+    __syncthreads();
+  }
+  return 1;
+}
+
+/* ---- the kernel ------------------------------------------------------------------------ */
+
+template <int MATH, int PARTS>
+__global__ void __launch_bounds__(moe_cfg::threads, moe_cfg::blocks_per_sm)
+    moe_kernel(loom_dev_comm c, loom_moe_params p, loom_moe_call call) {
+  constexpr int DT = math_dtype<MATH>::dt;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ moe_shared sh;
+  const uint64_t epoch = loom_kernel_begin(c);
+  phase_gate<DT>(c, p, call, sh, (float *)smem);
+  if (loom_grid_barrier(c, 1)) {
+    phase_place(c, p, call, sh, epoch);
+    if (loom_grid_barrier(c, 2)) {
+      phase_dispatch(c, p, call, sh, epoch);
+      if (phase_experts<MATH, PARTS>(c, p, call, sh, epoch, smem))
+        phase_combine<DT>(c, p, call, sh, epoch);
+    }
+  }
+  loom_kernel_end(c, epoch);
+}
+
+template <int MATH, int PARTS>
+static cudaError_t launch(const loom_dev_comm *c, const loom_moe_params *p,
+                          const loom_moe_call *call, cudaStream_t stream) {
+  typedef typename tile_types<MATH>::T T;
+  const void *kernel = (const void *)moe_kernel<MATH, PARTS>;
+  size_t smem = tile_smem<MATH, PARTS>::bytes;
+  const size_t gate = (size_t)moe_cfg::warps * p->E * sizeof(float);
+  const size_t stage = (size_t)LOOM_MOE_BM * (LOOM_MOE_BN + 8) * sizeof(T);
+  if (gate > smem) smem = gate;
+  if (stage > smem) smem = stage;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (e != cudaSuccess) return e;
+  int dev, sms, per_sm;
+  if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
+  if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return e;
+  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, moe_cfg::threads, smem)) !=
+      cudaSuccess)
+    return e;
+  if (per_sm < moe_cfg::blocks_per_sm) return cudaErrorCooperativeLaunchTooLarge;
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cfg.gridDim = dim3(sms * moe_cfg::blocks_per_sm);
+  cfg.blockDim = dim3(moe_cfg::threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, moe_kernel<MATH, PARTS>, *c, *p, *call);
+}
+
+extern "C" cudaError_t loom_launch_moe(const loom_dev_comm *c, const loom_moe_params *p,
+                                       const loom_moe_call *call, cudaStream_t stream) {
+  const int gated = p->gated;
+  switch (p->dtype) {
+  case LOOM_BF16: return gated ? launch<TILE_BF16, 2>(c, p, call, stream) : launch<TILE_BF16, 1>(c, p, call, stream);
+  case LOOM_FP16: return gated ? launch<TILE_FP16, 2>(c, p, call, stream) : launch<TILE_FP16, 1>(c, p, call, stream);
+  default:
+    if (p->math == LOOM_MATH_FP32)
+      return gated ? launch<TILE_FP32, 2>(c, p, call, stream) : launch<TILE_FP32, 1>(c, p, call, stream);
+    return gated ? launch<TILE_TF32, 2>(c, p, call, stream) : launch<TILE_TF32, 1>(c, p, call, stream);
+  }
+}

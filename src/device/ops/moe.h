@@ -1,0 +1,90 @@
+/*
+ * The MoE layer kernel's parameters, shared by src/host/moe.c (which fills
+ * them) and src/device/ops/moe.cu. Plain C.
+ *
+ * Window data region of every rank (offsets from loom_dev_comm.data_offset):
+ *   header   [2 parities][R sources][hdr_stride]  int32 kept-row counts per
+ *            local expert, written by the source (parity = epoch % 2: a
+ *            block of the destination may still read call e-1's header
+ *            while a fast source writes call e's)
+ *   dispatch [R sources][Cs rows][H]  token rows sent to this rank, grouped
+ *            by local expert (offsets = prefix of the header counts)
+ *   return   [R dests][Cs rows][H]    expert outputs coming back; row i from
+ *            dest d is the output for row i this rank sent to d
+ *   Cs = max_tokens * min(top_k, E/R): the most rows one source can send one
+ *   destination; each region row is H * dtype bytes, 16-byte aligned.
+ *
+ * Signal slots of every source s (flags[s][slot] in the receiver's window):
+ *   0                         header of the call
+ *   1 + le*TPE + tile         dispatch rows of (local expert le, row tile)
+ *   1 + El*TPE + le*TPE + tile  returned rows of (le, tile), from dest s
+ *   slots-1                   completion credit (runtime)
+ *   TPE = ceil(max_tokens / BM), BM = 128 rows per tile.
+ *
+ * Private device buffers (cudaMalloc'd by the host, layout per field).
+ */
+#ifndef LOOM_MOE_OPS_H
+#define LOOM_MOE_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "loom.h"
+#include "../runtime/transport.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LOOM_MOE_BM 128       /* rows per dispatch / compute tile */
+#define LOOM_MOE_BN 64        /* output columns per GEMM task */
+#define LOOM_MOE_TT 32        /* tokens per gate / combine tile */
+#define LOOM_MOE_DIM_ALIGN 64 /* hidden and ffn must be multiples */
+#define LOOM_MOE_MAX_EXPERTS 1024
+#define LOOM_MOE_MAX_TOPK 16
+
+typedef struct {
+  /* shape */
+  int H, F, E, K, R, El, Tmax, TPE, Cs;
+  int act, dtype, math, normalize, gated;
+  double capacity_factor;
+  int es;              /* bytes per element */
+  /* window (offsets from the window base) */
+  size_t hdr_off, hdr_stride, hdr_parity_bytes, disp_off, ret_off, row_bytes;
+  int slot_disp0, slot_ret0;
+  /* private buffers */
+  int32_t *ids;        /* [Tmax*K] routing used */
+  float *wts;          /* [Tmax*K] */
+  int32_t *dest_row;   /* [Tmax*K] row in the destination's region, -1 dropped */
+  int32_t *tile_counts;/* [ceil(Tmax/TT)][E] assignments per token tile */
+  int32_t *kept;       /* [E] kept rows per expert (this source) */
+  int32_t *row_token;  /* [R][Cs] token of each region row, per destination */
+  void *h;             /* [R][Cs][F] FFN intermediate, dtype */
+  uint32_t *done0;     /* [R][El][TPE] GEMM0 tasks finished per row tile */
+  uint32_t *done1;     /* [R][El][TPE] GEMM1 tasks finished per row tile */
+  uint32_t *ticket;    /* [1] next compute task */
+  /* weights */
+  const void *wg, *w1, *w2;
+} loom_moe_params;
+
+typedef struct {
+  const void *x;
+  void *y;
+  int T;
+  const int32_t *ids_in;
+  const float *wts_in;
+  int32_t *ids_out;
+  float *wts_out;
+  loom_moe_stats_t *stats;
+} loom_moe_call;
+
+/* One forward: the single kernel launch. */
+cudaError_t loom_launch_moe(const loom_dev_comm *c, const loom_moe_params *p,
+                            const loom_moe_call *call, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOOM_MOE_OPS_H */

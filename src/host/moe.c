@@ -1,0 +1,328 @@
+/* The MoE layer: config validation, sizing, buffers and the one launch. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "../device/ops/moe.h"
+
+struct loom_moe {
+  uint32_t magic;
+  loom_comm_t comm;
+  loom_moe_params p; /* shapes, window offsets, private buffers, weights */
+  int weights_set;
+};
+
+#define LOOM_MOE_MAGIC 0x6d6f6531u /* "moe1" */
+
+/* ---- config ---------------------------------------------------------------------- */
+
+typedef struct {
+  int H, F, E, K, Tmax, act, dtype, math, normalize;
+  double cf;
+} moe_shape;
+
+static loom_result_t resolve_config(const char *fn, const loom_moe_config_t *c, moe_shape *s) {
+  LOOM_ARG(c != NULL, fn, "config is NULL");
+  LOOM_ARG(c->struct_size == sizeof(loom_moe_config_t), fn,
+           "config->struct_size (%zu) is not sizeof(loom_moe_config_t) (%zu): initialise it "
+           "with LOOM_MOE_CONFIG_INIT",
+           c->struct_size, sizeof(loom_moe_config_t));
+  LOOM_ARG(c->version == LOOM_API_VERSION, fn, "config->version (%d) is not LOOM_API_VERSION (%d)",
+           c->version, LOOM_API_VERSION);
+  LOOM_ARG(c->hidden >= LOOM_MOE_DIM_ALIGN && c->hidden % LOOM_MOE_DIM_ALIGN == 0 &&
+               c->hidden <= (1 << 16),
+           fn, "config->hidden (%lld) must be a multiple of %d in [%d, 65536]",
+           (long long)c->hidden, LOOM_MOE_DIM_ALIGN, LOOM_MOE_DIM_ALIGN);
+  LOOM_ARG(c->ffn >= LOOM_MOE_DIM_ALIGN && c->ffn % LOOM_MOE_DIM_ALIGN == 0 && c->ffn <= (1 << 16),
+           fn, "config->ffn (%lld) must be a multiple of %d in [%d, 65536]", (long long)c->ffn,
+           LOOM_MOE_DIM_ALIGN, LOOM_MOE_DIM_ALIGN);
+  LOOM_ARG(c->num_experts >= 1 && c->num_experts <= LOOM_MOE_MAX_EXPERTS, fn,
+           "config->num_experts (%lld) must be in [1, %d]", (long long)c->num_experts,
+           LOOM_MOE_MAX_EXPERTS);
+  LOOM_ARG(c->top_k >= 1 && c->top_k <= LOOM_MOE_MAX_TOPK, fn,
+           "config->top_k (%lld) must be in [1, %d]", (long long)c->top_k, LOOM_MOE_MAX_TOPK);
+  LOOM_ARG(c->top_k <= c->num_experts, fn, "config->top_k (%lld) exceeds num_experts (%lld)",
+           (long long)c->top_k, (long long)c->num_experts);
+  LOOM_ARG(c->max_tokens_per_rank >= 1 && c->max_tokens_per_rank <= (1 << 24), fn,
+           "config->max_tokens_per_rank (%lld) must be in [1, 2^24]",
+           (long long)c->max_tokens_per_rank);
+  const int act = c->activation == LOOM_UNSET ? LOOM_ACT_SILU : c->activation;
+  LOOM_ARG(act >= 0 && act < LOOM_NUM_ACTIVATIONS, fn,
+           "config->activation (%d) is not a loom_activation_t", c->activation);
+  const int dtype = c->dtype == LOOM_UNSET ? LOOM_BF16 : c->dtype;
+  LOOM_ARG(dtype >= 0 && dtype < LOOM_NUM_DTYPES, fn, "config->dtype (%d) is not a loom_dtype_t",
+           c->dtype);
+  const int math = c->fp32_math == LOOM_UNSET ? LOOM_MATH_TF32 : c->fp32_math;
+  LOOM_ARG(math >= 0 && math < LOOM_NUM_MATHS, fn, "config->fp32_math (%d) is not a loom_math_t",
+           c->fp32_math);
+  const int norm = c->normalize_top_k == LOOM_UNSET ? 1 : c->normalize_top_k;
+  LOOM_ARG(norm == 0 || norm == 1, fn, "config->normalize_top_k (%d) must be 0, 1 or LOOM_UNSET",
+           c->normalize_top_k);
+  const double cf = c->capacity_factor == (double)LOOM_UNSET ? 0.0 : c->capacity_factor;
+  LOOM_ARG(isfinite(cf) && cf >= 0.0 && cf <= 1e6, fn,
+           "config->capacity_factor (%g) must be 0 (dropless) or in (0, 1e6]", c->capacity_factor);
+  s->H = (int)c->hidden;
+  s->F = (int)c->ffn;
+  s->E = (int)c->num_experts;
+  s->K = (int)c->top_k;
+  s->Tmax = (int)c->max_tokens_per_rank;
+  s->act = act;
+  s->dtype = dtype;
+  s->math = math;
+  s->normalize = norm;
+  s->cf = cf;
+  return LOOM_SUCCESS;
+}
+
+/* Window offsets and slot numbers (moe.h has the picture). */
+static void layout(const moe_shape *s, int R, loom_moe_params *p, size_t *window_bytes,
+                   int *slots) {
+  size_t es = 0;
+  loom_dtype_size((loom_dtype_t)s->dtype, &es);
+  memset(p, 0, sizeof *p);
+  p->H = s->H;
+  p->F = s->F;
+  p->E = s->E;
+  p->K = s->K;
+  p->R = R;
+  p->El = s->E / R;
+  p->Tmax = s->Tmax;
+  p->TPE = (s->Tmax + LOOM_MOE_BM - 1) / LOOM_MOE_BM;
+  p->Cs = s->Tmax * (s->K < p->El ? s->K : p->El);
+  p->act = s->act;
+  p->dtype = s->dtype;
+  p->math = s->math;
+  p->normalize = s->normalize;
+  p->gated = s->act == LOOM_ACT_SWIGLU;
+  p->capacity_factor = s->cf;
+  p->es = (int)es;
+  p->row_bytes = (size_t)s->H * es;
+  p->hdr_stride = loom_align_up((size_t)p->El * 4, 16);
+  p->hdr_parity_bytes = loom_align_up((size_t)R * p->hdr_stride, 256);
+  p->hdr_off = 0;
+  const size_t region = loom_align_up((size_t)R * p->Cs * p->row_bytes, 256);
+  p->disp_off = p->hdr_off + 2 * p->hdr_parity_bytes;
+  p->ret_off = p->disp_off + region;
+  p->slot_disp0 = 1;
+  p->slot_ret0 = 1 + p->El * p->TPE;
+  *window_bytes = p->ret_off + region;
+  *slots = 1 + 2 * p->El * p->TPE + 1; /* + the runtime's credit slot */
+}
+
+loom_result_t loom_moe_workspace_bytes(const loom_moe_config_t *config, int nranks,
+                                       size_t *bytes, int *signal_slots) {
+  loom_clear_error();
+  const char *fn = "loom_moe_workspace_bytes";
+  moe_shape s;
+  loom_result_t res = resolve_config(fn, config, &s);
+  if (res != LOOM_SUCCESS) return res;
+  LOOM_ARG(nranks >= 1 && nranks <= LOOM_MOE_MAX_RANKS, fn, "nranks (%d) must be in [1, %d]",
+           nranks, LOOM_MOE_MAX_RANKS);
+  LOOM_ARG(s.E % nranks == 0, fn, "config->num_experts (%d) is not divisible by nranks (%d)", s.E,
+           nranks);
+  LOOM_ARG(bytes != NULL, fn, "bytes is NULL");
+  loom_moe_params p;
+  int slots;
+  layout(&s, nranks, &p, bytes, &slots);
+  if (signal_slots != NULL) *signal_slots = slots;
+  return LOOM_SUCCESS;
+}
+
+/* ---- create / destroy --------------------------------------------------------------- */
+
+static void free_buffers(loom_moe_params *p) {
+  void *bufs[] = {p->ids, p->wts, p->dest_row, p->tile_counts, p->kept,
+                  p->row_token, p->h, p->done0, p->done1, p->ticket};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (bufs[i] != NULL) cudaFree(bufs[i]);
+}
+
+/* All ranks must build the same layer: all-gather the shape and compare. */
+static loom_result_t check_agreement(loom_comm_t comm, const moe_shape *s) {
+  loom_result_t res = LOOM_SUCCESS;
+  const int n = 9;
+  int64_t mine[9] = {s->H, s->F, s->E, s->K, s->Tmax, s->act, s->dtype, s->math,
+                     (int64_t)(s->cf * 1e6) * 2 + s->normalize};
+  int64_t *dev = NULL, *all = NULL;
+  cudaStream_t st = NULL;
+  all = (int64_t *)malloc(sizeof(int64_t) * n * (size_t)comm->nranks);
+  if (all == NULL) return loom_set_error(LOOM_OUT_OF_MEMORY, "loom_moe_create: out of host memory");
+  CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaMalloc((void **)&dev, sizeof(int64_t) * n * ((size_t)comm->nranks + 1)));
+  CUDA_CHECK(cudaMemcpy(dev, mine, sizeof mine, cudaMemcpyHostToDevice));
+  NCCL_CHECK(ncclAllGather(dev, dev + n, n, ncclInt64, comm->nccl, st));
+  CUDA_CHECK(cudaStreamSynchronize(st));
+  CUDA_CHECK(cudaMemcpy(all, dev + n, sizeof(int64_t) * n * (size_t)comm->nranks,
+                        cudaMemcpyDeviceToHost));
+  for (int r = 0; r < comm->nranks; r++)
+    if (memcmp(all + (size_t)r * n, mine, sizeof mine) != 0) {
+      res = loom_set_error(LOOM_INVALID_ARGUMENT,
+                           "loom_moe_create: config differs between rank %d and rank %d "
+                           "(hidden, ffn, experts, top_k, max_tokens, activation, dtype, math, "
+                           "capacity and normalisation must all match)",
+                           r, comm->rank);
+      break;
+    }
+fail:
+  if (dev != NULL) cudaFree(dev);
+  if (st != NULL) cudaStreamDestroy(st);
+  free(all);
+  return res;
+}
+
+loom_result_t loom_moe_create(loom_comm_t comm, const loom_moe_config_t *config, loom_moe_t *moe) {
+  loom_clear_error();
+  const char *fn = "loom_moe_create";
+  LOOM_ARG(moe != NULL, fn, "moe is NULL");
+  *moe = NULL;
+  loom_result_t res = loom_check_comm(fn, comm);
+  if (res != LOOM_SUCCESS) return res;
+  moe_shape s;
+  res = resolve_config(fn, config, &s);
+  if (res != LOOM_SUCCESS) return res;
+  const int R = comm->nranks;
+  LOOM_ARG(R <= LOOM_MOE_MAX_RANKS, fn, "communicator has %d ranks; at most %d are supported", R,
+           LOOM_MOE_MAX_RANKS);
+  LOOM_ARG(s.E % R == 0, fn, "config->num_experts (%d) is not divisible by the %d ranks", s.E, R);
+  struct loom_moe *m = (struct loom_moe *)calloc(1, sizeof *m);
+  if (m == NULL) return loom_set_error(LOOM_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  size_t need;
+  int slots;
+  layout(&s, R, &m->p, &need, &slots);
+  if (need > comm->config.workspace_bytes) {
+    res = loom_set_error(LOOM_INVALID_ARGUMENT,
+                         "%s: the layer needs %zu workspace bytes but comm has %zu (create the "
+                         "communicator with loom_moe_workspace_bytes' value)",
+                         fn, need, comm->config.workspace_bytes);
+    goto fail;
+  }
+  if (slots > comm->config.signal_slots) {
+    res = loom_set_error(LOOM_INVALID_ARGUMENT,
+                         "%s: the layer needs %d signal slots but comm has %d (set "
+                         "loom_comm_config_t.signal_slots from loom_moe_workspace_bytes)",
+                         fn, slots, comm->config.signal_slots);
+    goto fail;
+  }
+  CUDA_CHECK(cudaSetDevice(comm->device));
+  LOOM_CHECK(check_agreement(comm, &s));
+  loom_moe_params *p = &m->p;
+  const size_t tk = (size_t)s.Tmax * s.K;
+  const size_t ntt = (size_t)(s.Tmax + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
+  const size_t ndone = (size_t)R * p->El * p->TPE;
+  CUDA_CHECK(cudaMalloc((void **)&p->ids, tk * sizeof(int32_t)));
+  CUDA_CHECK(cudaMalloc((void **)&p->wts, tk * sizeof(float)));
+  CUDA_CHECK(cudaMalloc((void **)&p->dest_row, tk * sizeof(int32_t)));
+  CUDA_CHECK(cudaMalloc((void **)&p->tile_counts, ntt * s.E * sizeof(int32_t)));
+  CUDA_CHECK(cudaMalloc((void **)&p->kept, (size_t)s.E * sizeof(int32_t)));
+  CUDA_CHECK(cudaMalloc((void **)&p->row_token, (size_t)R * p->Cs * sizeof(int32_t)));
+  CUDA_CHECK(cudaMalloc(&p->h, (size_t)R * p->Cs * s.F * p->es));
+  CUDA_CHECK(cudaMalloc((void **)&p->done0, ndone * sizeof(uint32_t)));
+  CUDA_CHECK(cudaMalloc((void **)&p->done1, ndone * sizeof(uint32_t)));
+  CUDA_CHECK(cudaMalloc((void **)&p->ticket, sizeof(uint32_t)));
+  /* the window offsets are relative to the data region */
+  p->hdr_off += comm->layout.data_offset;
+  p->disp_off += comm->layout.data_offset;
+  p->ret_off += comm->layout.data_offset;
+  m->comm = comm;
+  m->magic = LOOM_MOE_MAGIC;
+  *moe = m;
+  return LOOM_SUCCESS;
+fail:
+  free_buffers(&m->p);
+  free(m);
+  return res;
+}
+
+static loom_result_t check_moe(const char *fn, loom_moe_t moe) {
+  LOOM_ARG(moe != NULL, fn, "moe is NULL");
+  LOOM_ARG(moe->magic == LOOM_MOE_MAGIC, fn, "moe is not a live MoE layer (destroyed or corrupt)");
+  return LOOM_SUCCESS;
+}
+
+static int misaligned(const void *ptr) { return ((uintptr_t)ptr & 15u) != 0; }
+
+loom_result_t loom_moe_set_weights(loom_moe_t moe, const void *gate_w, const void *w1,
+                                   const void *w2) {
+  loom_clear_error();
+  const char *fn = "loom_moe_set_weights";
+  loom_result_t res = check_moe(fn, moe);
+  if (res != LOOM_SUCCESS) return res;
+  LOOM_ARG(w1 != NULL, fn, "w1 is NULL");
+  LOOM_ARG(w2 != NULL, fn, "w2 is NULL");
+  LOOM_ARG(!misaligned(w1), fn, "w1 (%p) is not 16-byte aligned", w1);
+  LOOM_ARG(!misaligned(w2), fn, "w2 (%p) is not 16-byte aligned", w2);
+  moe->p.wg = gate_w;
+  moe->p.w1 = w1;
+  moe->p.w2 = w2;
+  moe->weights_set = 1;
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom_moe_forward_ex(loom_moe_t moe, const loom_moe_args_t *a, cudaStream_t stream) {
+  loom_clear_error();
+  const char *fn = "loom_moe_forward";
+  loom_result_t res = check_moe(fn, moe);
+  if (res != LOOM_SUCCESS) return res;
+  LOOM_ARG(a != NULL, fn, "args is NULL");
+  const loom_moe_params *p = &moe->p;
+  LOOM_ARG(moe->weights_set, fn, "weights not set (call loom_moe_set_weights first)");
+  LOOM_ARG(a->num_tokens >= 0 && a->num_tokens <= p->Tmax, fn,
+           "num_tokens (%lld) must be in [0, max_tokens_per_rank = %d]", (long long)a->num_tokens,
+           p->Tmax);
+  LOOM_ARG((a->expert_ids_in == NULL) == (a->weights_in == NULL), fn,
+           "expert_ids_in and weights_in must both be set or both be NULL");
+  LOOM_ARG((a->expert_ids_out == NULL) == (a->weights_out == NULL), fn,
+           "expert_ids_out and weights_out must both be set or both be NULL");
+  if (a->num_tokens > 0) {
+    LOOM_ARG(a->x != NULL, fn, "x is NULL");
+    LOOM_ARG(a->y != NULL, fn, "y is NULL");
+    LOOM_ARG(!misaligned(a->x), fn, "x (%p) is not 16-byte aligned", a->x);
+    LOOM_ARG(!misaligned(a->y), fn, "y (%p) is not 16-byte aligned", a->y);
+    const size_t bytes = (size_t)a->num_tokens * p->row_bytes;
+    const char *x = (const char *)a->x, *y = (const char *)a->y;
+    LOOM_ARG(x + bytes <= y || y + bytes <= x, fn, "x and y overlap");
+    LOOM_ARG(a->expert_ids_in != NULL || p->wg != NULL, fn,
+             "no routing: gate_w was set to NULL and expert_ids_in is NULL");
+  }
+  res = loom_comm_prepare_launch(fn, moe->comm);
+  if (res != LOOM_SUCCESS) return res;
+  loom_dev_comm dc = loom_comm_dev_view(moe->comm, LOOM_OP_MOE);
+  loom_moe_call call;
+  call.x = a->x;
+  call.y = a->y;
+  call.T = (int)a->num_tokens;
+  call.ids_in = a->expert_ids_in;
+  call.wts_in = a->weights_in;
+  call.ids_out = a->expert_ids_out;
+  call.wts_out = a->weights_out;
+  call.stats = a->stats;
+  CUDA_CHECK(loom_launch_moe(&dc, p, &call, stream));
+  return LOOM_SUCCESS;
+fail:
+  return res;
+}
+
+loom_result_t loom_moe_forward(loom_moe_t moe, const void *x, int64_t num_tokens, void *y,
+                               cudaStream_t stream) {
+  loom_moe_args_t a;
+  memset(&a, 0, sizeof a);
+  a.x = x;
+  a.num_tokens = num_tokens;
+  a.y = y;
+  return loom_moe_forward_ex(moe, &a, stream);
+}
+
+loom_result_t loom_moe_destroy(loom_moe_t moe) {
+  loom_clear_error();
+  if (moe == NULL) return LOOM_SUCCESS;
+  loom_result_t res = check_moe("loom_moe_destroy", moe);
+  if (res != LOOM_SUCCESS) return res;
+  moe->magic = 0;
+  CUDA_CHECK(cudaSetDevice(moe->comm->device));
+  CUDA_CHECK(cudaDeviceSynchronize());
+fail:
+  free_buffers(&moe->p);
+  free(moe);
+  return res;
+}
