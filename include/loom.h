@@ -327,9 +327,13 @@ loom_result_t loom_moe_workspace_bytes(const loom_moe_config_t *config, int nran
  *                what loom_moe_workspace_bytes says.
  *   config [in]  copied.
  *   moe    [out] the layer.
- * Collective (checks that every rank passed the same config). Allocates the
- * layer's private device buffers on the communicator's device. One layer at
- * a time per communicator may run (they share the window). */
+ * Not collective (so one thread may create the layers of every rank in
+ * turn), but every rank must pass the same config: each forward's headers
+ * carry a hash of it, and a rank that receives a different one stops the
+ * call with the async error LOOM_INVALID_ARGUMENT naming the peer.
+ * Allocates the layer's private device buffers on the communicator's
+ * device. One layer at a time per communicator may run (they share the
+ * window). */
 loom_result_t loom_moe_create(loom_comm_t comm, const loom_moe_config_t *config,
                               loom_moe_t *moe);
 
@@ -345,9 +349,12 @@ typedef struct {
   int64_t rows_sent[LOOM_MOE_MAX_RANKS];     /* token rows dispatched to rank d */
   int64_t rows_received[LOOM_MOE_MAX_RANKS]; /* token rows received from rank s */
   int64_t rows_dropped;    /* assignments past capacity (never sent) */
-  int64_t bytes_sent;      /* all bytes this rank stored into peers' windows
-                              (dispatch rows, returned expert rows, headers),
-                              peer == self included */
+  int64_t bytes_sent;      /* all bytes this rank stored into peers' windows,
+                              peer == self included: (sum rows_sent + sum
+                              rows_received) * hidden * dtype size + nranks *
+                              header, header = round_up(4 * (E/R + 1), 16)
+                              (kept counts per local expert + config hash);
+                              the 8-byte signal flags are not counted */
   int64_t bytes_remote;    /* the part of bytes_sent that crossed NVLink */
 } loom_moe_stats_t;
 

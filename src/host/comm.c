@@ -114,6 +114,12 @@ loom_result_t loom_report_fault(const loom_fault_record *f) {
                           "rank %d: %s: caller routing entry %d (token %llu) names expert %lld, "
                           "outside [0, num_experts)",
                           f->rank, op_name(f->op), f->slot, want, (long long)(int64_t)seen);
+  case LOOM_WAIT_CONFIG_MISMATCH:
+    return loom_set_error((loom_result_t)f->status,
+                          "rank %d: %s: rank %d built its layer with a different config (hash "
+                          "0x%08llx, ours 0x%08llx): every rank must pass the same "
+                          "loom_moe_config_t",
+                          f->rank, op_name(f->op), f->peer, seen, want);
   default:
     return loom_set_error((loom_result_t)f->status,
                           "rank %d timed out after %.1f ms in %s (block %d) waiting for peer %d: "

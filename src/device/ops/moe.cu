@@ -159,6 +159,7 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
           const int e = e0 + lane;
           if (e < E) {
             double acc = 0.0;
+#pragma unroll 8 /* loads run ahead; the additions stay in order */
             for (int h = 0; h < p.H; h++)
               acc = __dadd_rn(acc, __dmul_rn((double)elem<DT>::load(call.x, (size_t)t * p.H + h),
                                              (double)elem<DT>::load(p.wg, (size_t)h * E + e)));
@@ -270,7 +271,7 @@ static __device__ void phase_place(const loom_dev_comm &c, const loom_moe_params
     int32_t *hdr = (int32_t *)loom_peer_ptr(c, d, p.hdr_off + (size_t)(epoch & 1) * p.hdr_parity_bytes +
                                                       (size_t)c.rank * p.hdr_stride);
     for (int i = threadIdx.x; i < (int)(p.hdr_stride / 4); i += blockDim.x)
-      hdr[i] = i < El ? sh.kept[d * El + i] : 0;
+      hdr[i] = i < El ? sh.kept[d * El + i] : i == El ? (int32_t)p.cfg_hash : 0;
     __syncthreads();
     if (threadIdx.x == 0) loom_signal(c, d, 0, epoch);
   }
@@ -308,15 +309,18 @@ static __device__ void phase_dispatch(const loom_dev_comm &c, const loom_moe_par
 
 /* ---- phase 4: experts ------------------------------------------------------------ */
 
-/* Copy a staged tile (BM x BN of T, pitch BN + 8) to rows of dst (pitch in
- * bytes), only the first `rows` rows; 16-byte vectors. */
+/* The staged output tile: BM rows x 2*BN columns of T, pitch STAGE_LD. */
+#define STAGE_LD (2 * LOOM_MOE_BN + 8)
+
+/* Copy the first `rows` rows x `cols` columns of the staged tile to dst
+ * (row pitch in bytes) with 16-byte vectors. */
 template <typename T>
-static __device__ __forceinline__ void store_tile(char *dst, size_t pitch, const T *st, int rows) {
-  constexpr int vpr = LOOM_MOE_BN * sizeof(T) / 16; /* vectors per row */
-  constexpr int spitch = LOOM_MOE_BN + 8;
+static __device__ __forceinline__ void store_tile(char *dst, size_t pitch, const T *st, int rows,
+                                                  int cols) {
+  const int vpr = cols * (int)sizeof(T) / 16; /* vectors per row */
   for (int i = threadIdx.x; i < rows * vpr; i += blockDim.x) {
-    const int r = i / vpr, v = i % vpr;
-    *((int4 *)(dst + (size_t)r * pitch) + v) = *((const int4 *)(st + r * spitch) + v);
+    const int r = i / vpr, v = i - r * vpr;
+    *((int4 *)(dst + (size_t)r * pitch) + v) = *((const int4 *)(st + r * STAGE_LD) + v);
   }
 }
 
@@ -327,7 +331,13 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
   constexpr int DT = math_dtype<MATH>::dt;
   typedef typename elem<DT>::T T;
   const int El = p.El, R = p.R;
-  const int nF = p.F / LOOM_MOE_BN, nH = p.H / LOOM_MOE_BN, per_tile = nF + nH;
+  /* Every task computes 128 x 128 through the two parts of the tile engine:
+   * SwiGLU GEMM0 = 64 gate + the matching 64 up columns -> 64 h columns;
+   * otherwise two adjacent 64-column blocks -> 128 output columns (the
+   * second only where it exists: F or H may be an odd multiple of 64). */
+  constexpr int W = 2 * LOOM_MOE_BN;
+  const int h_cols = p.gated ? LOOM_MOE_BN : W;
+  const int nF = (p.F + h_cols - 1) / h_cols, nH = (p.H + W - 1) / W, per_tile = nF + nH;
 
   /* headers from every source, in task order (self first) */
   for (int i = 0; i < R; i++) {
@@ -337,6 +347,15 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
         c, p.hdr_off + (size_t)(epoch & 1) * p.hdr_parity_bytes + (size_t)s * p.hdr_stride);
     for (int le = threadIdx.x; le < El; le += blockDim.x)
       sh.rc[s * El + le] = *(volatile const int32_t *)&hdr[le];
+    int mismatch = 0;
+    if (threadIdx.x == 0) {
+      const uint32_t theirs = *(volatile const uint32_t *)&hdr[El];
+      mismatch = theirs != p.cfg_hash;
+      if (mismatch)
+        loom_raise_fault(c.ctrl, c.fault, c.rank, c.op, LOOM_INVALID_ARGUMENT, s,
+                         LOOM_WAIT_CONFIG_MISMATCH, 0, p.cfg_hash, theirs, 0);
+    }
+    if (__syncthreads_or(mismatch)) return 0;
   }
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -401,30 +420,32 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
     const int rows = min(LOOM_MOE_BM, sh.rc[s * El + le] - tl * LOOM_MOE_BM);
     const size_t row0 = (size_t)s * p.Cs + sh.roff[s * El + le] + (size_t)tl * LOOM_MOE_BM;
     const int dep = (s * El + le) * p.TPE + tl;
+    tile_acc<PARTS> acc;
     if (sub < nF) {
-      tile_acc<PARTS> acc;
       /* GEMM0 + activation -> h */
       if (!loom_block_wait(c, s, p.slot_disp0 + le * p.TPE + tl, epoch)) return 0;
-      const int n = sub;
+      const int c0 = sub * h_cols;
+      const int cols = min(h_cols, p.F - c0);
+      const int c1 = p.gated ? p.F + c0 : (cols > LOOM_MOE_BN ? c0 + LOOM_MOE_BN : c0);
       const size_t ldb = (size_t)p.F * (p.gated ? 2 : 1);
       const T *A = (const T *)loom_local_ptr(c, p.disp_off + row0 * p.row_bytes);
       const T *B = (const T *)p.w1 + (size_t)le * p.H * ldb;
-      tile_gemm<MATH, PARTS>(smem, A, p.H, rows, B, ldb, n * LOOM_MOE_BN, p.F + n * LOOM_MOE_BN,
-                             p.H, acc);
-      const int act = p.act;
+      tile_gemm<MATH, PARTS>(smem, A, p.H, rows, B, ldb, c0, c1, p.H, acc);
+      const int act = p.act, gated = p.gated;
       float gate_v = 0.f;
       tile_for_each<MATH, PARTS>(acc, [&](int r, int col, int part, float v) {
-        if (PARTS == 2) {
+        if (gated) {
           if (part == 0) { gate_v = v; return; }
           v = act_apply(LOOM_ACT_SILU, gate_v) * v;
+          part = 0;
         } else {
           v = act_apply(act, v);
         }
-        stage[r * (LOOM_MOE_BN + 8) + col] = elem<DT>::from(v);
+        stage[r * STAGE_LD + part * LOOM_MOE_BN + col] = elem<DT>::from(v);
       });
       __syncthreads();
-      char *hrow = (char *)p.h + (row0 * p.F + (size_t)n * LOOM_MOE_BN) * sizeof(T);
-      store_tile<T>(hrow, (size_t)p.F * sizeof(T), stage, rows);
+      char *hrow = (char *)p.h + (row0 * p.F + (size_t)c0) * sizeof(T);
+      store_tile<T>(hrow, (size_t)p.F * sizeof(T), stage, rows, cols);
       __syncthreads();
       if (threadIdx.x == 0) {
         __threadfence();
@@ -432,24 +453,25 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
       }
     } else {
       /* GEMM1 -> straight into the source's window */
-      const int n = sub - nF;
+      const int c0 = (sub - nF) * W;
+      const int cols = min(W, p.H - c0);
+      const int c1 = cols > LOOM_MOE_BN ? c0 + LOOM_MOE_BN : c0;
       int failed = 0;
       if (threadIdx.x == 0)
         failed = !loom_wait_local_geq(c, &p.done0[dep], (uint32_t)nF, LOOM_WAIT_TILE_DEP, dep);
       if (__syncthreads_or(failed)) return 0;
       const T *A = (const T *)p.h + row0 * p.F;
       const T *B = (const T *)p.w2 + (size_t)le * p.F * p.H;
-      tile_acc<1> acc1;
-      tile_gemm<MATH, 1>(smem, A, p.F, rows, B, p.H, n * LOOM_MOE_BN, 0, p.F, acc1);
-      tile_for_each<MATH, 1>(acc1, [&](int r, int col, int, float v) {
-        stage[r * (LOOM_MOE_BN + 8) + col] = elem<DT>::from(v);
+      tile_gemm<MATH, PARTS>(smem, A, p.F, rows, B, p.H, c0, c1, p.F, acc);
+      tile_for_each<MATH, PARTS>(acc, [&](int r, int col, int part, float v) {
+        stage[r * STAGE_LD + part * LOOM_MOE_BN + col] = elem<DT>::from(v);
       });
       __syncthreads();
       /* row i of (s, le, tile) returns to the same row of s's return region */
       char *ret = loom_peer_ptr(c, s, p.ret_off + ((size_t)c.rank * p.Cs + sh.roff[s * El + le] +
                                                    (size_t)tl * LOOM_MOE_BM) * p.row_bytes +
-                                          (size_t)n * LOOM_MOE_BN * sizeof(T));
-      store_tile<T>(ret, p.row_bytes, stage, rows);
+                                          (size_t)c0 * sizeof(T));
+      store_tile<T>(ret, p.row_bytes, stage, rows, cols);
       __syncthreads();
       if (threadIdx.x == 0) {
         __threadfence_system();
@@ -535,13 +557,13 @@ __global__ void __launch_bounds__(moe_cfg::threads, moe_cfg::blocks_per_sm)
 }
 
 template <int MATH, int PARTS>
-static cudaError_t launch(const loom_dev_comm *c, const loom_moe_params *p,
+static cudaError_t launch_parts(const loom_dev_comm *c, const loom_moe_params *p,
                           const loom_moe_call *call, cudaStream_t stream) {
   typedef typename tile_types<MATH>::T T;
   const void *kernel = (const void *)moe_kernel<MATH, PARTS>;
   size_t smem = tile_smem<MATH, PARTS>::bytes;
   const size_t gate = (size_t)moe_cfg::warps * p->E * sizeof(float);
-  const size_t stage = (size_t)LOOM_MOE_BM * (LOOM_MOE_BN + 8) * sizeof(T);
+  const size_t stage = (size_t)LOOM_MOE_BM * STAGE_LD * sizeof(T);
   if (gate > smem) smem = gate;
   if (stage > smem) smem = stage;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -568,13 +590,11 @@ static cudaError_t launch(const loom_dev_comm *c, const loom_moe_params *p,
 
 extern "C" cudaError_t loom_launch_moe(const loom_dev_comm *c, const loom_moe_params *p,
                                        const loom_moe_call *call, cudaStream_t stream) {
-  const int gated = p->gated;
   switch (p->dtype) {
-  case LOOM_BF16: return gated ? launch<TILE_BF16, 2>(c, p, call, stream) : launch<TILE_BF16, 1>(c, p, call, stream);
-  case LOOM_FP16: return gated ? launch<TILE_FP16, 2>(c, p, call, stream) : launch<TILE_FP16, 1>(c, p, call, stream);
+  case LOOM_BF16: return launch_parts<TILE_BF16, 2>(c, p, call, stream);
+  case LOOM_FP16: return launch_parts<TILE_FP16, 2>(c, p, call, stream);
   default:
-    if (p->math == LOOM_MATH_FP32)
-      return gated ? launch<TILE_FP32, 2>(c, p, call, stream) : launch<TILE_FP32, 1>(c, p, call, stream);
-    return gated ? launch<TILE_TF32, 2>(c, p, call, stream) : launch<TILE_TF32, 1>(c, p, call, stream);
+    if (p->math == LOOM_MATH_FP32) return launch_parts<TILE_FP32, 2>(c, p, call, stream);
+    return launch_parts<TILE_TF32, 2>(c, p, call, stream);
   }
 }

@@ -4,7 +4,8 @@
  *
  * Window data region of every rank (offsets from loom_dev_comm.data_offset):
  *   header   [2 parities][R sources][hdr_stride]  int32 kept-row counts per
- *            local expert, written by the source (parity = epoch % 2: a
+ *            local expert, then the source's config hash (uint32), written
+ *            by the source (parity = epoch % 2: a
  *            block of the destination may still read call e-1's header
  *            while a fast source writes call e's)
  *   dispatch [R sources][Cs rows][H]  token rows sent to this rank, grouped
@@ -54,6 +55,7 @@ typedef struct {
   /* window (offsets from the window base) */
   size_t hdr_off, hdr_stride, hdr_parity_bytes, disp_off, ret_off, row_bytes;
   int slot_disp0, slot_ret0;
+  uint32_t cfg_hash;   /* of the shape; travels after the counts in headers */
   /* private buffers */
   int32_t *ids;        /* [Tmax*K] routing used */
   float *wts;          /* [Tmax*K] */

@@ -92,6 +92,8 @@ typedef enum {
   LOOM_WAIT_BAD_ROUTING = 4,  /* not a wait: caller routing had an expert id
                                  out of range (slot = t*top_k + j,
                                  observed = the id) */
+  LOOM_WAIT_CONFIG_MISMATCH = 5, /* not a wait: peer's layer config hash
+                                    (observed) differs from ours (epoch) */
 } loom_wait_kind;
 
 /*

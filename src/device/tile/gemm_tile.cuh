@@ -1,7 +1,7 @@
 /*
  * Tile engine: C[BM x BN*parts] += A[BM x K] * B[K x (BN*parts)] for one
- * thread block of 256 threads, operands staged through shared memory with
- * cp.async (two stages), accumulators in registers.
+ * thread block of 256 threads, operands staged through shared memory by a
+ * cp.async pipeline `stages` deep, accumulators in registers.
  *
  *   A   row-major, lda elements; rows >= rows_valid read as zero
  *   B   row-major [K x ldb]; part 0 covers columns [b_col0, b_col0 + BN),
@@ -34,8 +34,11 @@ struct tile_cfg {
   static constexpr int BM = 128;
   static constexpr int BN = 64;   /* per part */
   static constexpr int BK = 32;
-  static constexpr int stages = 2;
+  /* 3 tiles in flight while one is multiplied: measured 4.5 ms -> see
+   * bench/RESULTS.md for the MoE layer with 2 stages vs 4 */
+  static constexpr int stages = 4;
 };
+static_assert(tile_cfg::stages >= 2, "the pipeline needs a stage to fill while one computes");
 static_assert(tile_cfg::threads == 256, "warp layout below assumes 8 warps");
 static_assert(tile_cfg::BM == 4 * 32 && tile_cfg::BN == 2 * 32, "4 x 2 warps of 32 x 32");
 
@@ -230,8 +233,9 @@ static __device__ __forceinline__ void tile_compute_stage(const typename tile_ty
   }
 }
 
-/* The whole K loop: two-stage cp.async pipeline. `smem` holds
- * tile_smem<MATH, PARTS>::bytes. All threads of the block call it. */
+/* The whole K loop through the cp.async pipeline. `smem` holds
+ * tile_smem<MATH, PARTS>::bytes. All threads of the block call it; on
+ * return the shared memory is free for the caller. */
 template <int MATH, int PARTS>
 static __device__ __forceinline__ void tile_gemm(void *smem, const void *A, size_t lda,
                                                  int rows_valid, const void *B, size_t ldb,
@@ -239,26 +243,35 @@ static __device__ __forceinline__ void tile_gemm(void *smem, const void *A, size
                                                  tile_acc<PARTS> &acc) {
   typedef typename tile_types<MATH>::T T;
   typedef tile_smem<MATH, PARTS> S;
+  constexpr int NS = tile_cfg::stages;
 #pragma unroll
   for (int p = 0; p < PARTS; p++)
 #pragma unroll
     for (int i = 0; i < 32; i++) acc.v[p][i] = 0.f;
-  T *const st0 = (T *)smem; /* stage i at st0 + i * stage_elems (no arrays: */
-  const int nk = K / tile_cfg::BK; /* a runtime-indexed one would go to local memory) */
-  tile_load_stage<MATH, PARTS>(st0, (const T *)A, lda, rows_valid, (const T *)B, ldb, b_col0,
-                               b_col1, 0);
-  cp_async_commit();
-  for (int kt = 0; kt < nk; kt++) {
-    if (kt + 1 < nk)
-      tile_load_stage<MATH, PARTS>(st0 + ((kt + 1) & 1) * S::stage_elems, (const T *)A, lda,
-                                   rows_valid, (const T *)B, ldb, b_col0, b_col1,
-                                   (kt + 1) * tile_cfg::BK);
+  /* stage i lives at st0 + i * stage_elems (pointer arithmetic, no arrays:
+   * a runtime-indexed array would go to local memory) */
+  T *const st0 = (T *)smem;
+  const int nk = K / tile_cfg::BK;
+#pragma unroll
+  for (int s = 0; s < NS - 1; s++) {
+    if (s < nk)
+      tile_load_stage<MATH, PARTS>(st0 + s * S::stage_elems, (const T *)A, lda, rows_valid,
+                                   (const T *)B, ldb, b_col0, b_col1, s * tile_cfg::BK);
     cp_async_commit();
-    cp_async_wait<1>();
-    __syncthreads();
-    tile_compute_stage<MATH, PARTS>(st0 + (kt & 1) * S::stage_elems, acc);
-    __syncthreads();
   }
+  for (int kt = 0; kt < nk; kt++) {
+    cp_async_wait<NS - 2>(); /* stage kt has landed (this thread's part) */
+    __syncthreads();         /* ... everyone's; and stage kt-1 is free */
+    const int next = kt + NS - 1;
+    if (next < nk)
+      tile_load_stage<MATH, PARTS>(st0 + (next % NS) * S::stage_elems, (const T *)A, lda,
+                                   rows_valid, (const T *)B, ldb, b_col0, b_col1,
+                                   next * tile_cfg::BK);
+    cp_async_commit();
+    tile_compute_stage<MATH, PARTS>(st0 + (kt % NS) * S::stage_elems, acc);
+  }
+  cp_async_wait<0>();
+  __syncthreads();
 }
 
 /* Visit every accumulator element: f(row, col, part, value). Rows/cols are
