@@ -356,6 +356,10 @@ typedef struct {
                               (kept counts per local expert + config hash);
                               the 8-byte signal flags are not counted */
   int64_t bytes_remote;    /* the part of bytes_sent that crossed NVLink */
+  /* In-kernel trace: latest end over all blocks of each phase (gate, place,
+   * dispatch, experts, combine), ns after the block started; 0 if the
+   * kernel stopped before it. %globaltimer resolution (~1 us). */
+  int64_t phase_end_ns[5];
 } loom_moe_stats_t;
 
 typedef struct {

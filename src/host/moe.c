@@ -133,7 +133,7 @@ loom_result_t loom_moe_workspace_bytes(const loom_moe_config_t *config, int nran
 
 static void free_buffers(loom_moe_params *p) {
   void *bufs[] = {p->ids, p->wts, p->dest_row, p->tile_counts, p->kept,
-                  p->row_token, p->h, p->done0, p->done1, p->ticket};
+                  p->row_token, p->h, p->done0, p->done1, p->ticket, p->trace};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i] != NULL) cudaFree(bufs[i]);
 }
@@ -198,6 +198,7 @@ loom_result_t loom_moe_create(loom_comm_t comm, const loom_moe_config_t *config,
   CUDA_CHECK(cudaMalloc((void **)&p->done0, ndone * sizeof(uint32_t)));
   CUDA_CHECK(cudaMalloc((void **)&p->done1, ndone * sizeof(uint32_t)));
   CUDA_CHECK(cudaMalloc((void **)&p->ticket, sizeof(uint32_t)));
+  CUDA_CHECK(cudaMalloc((void **)&p->trace, sizeof(uint64_t) * 5 * LOOM_MOE_MAX_BLOCKS));
   /* the window offsets are relative to the data region */
   p->hdr_off += comm->layout.data_offset;
   p->disp_off += comm->layout.data_offset;

@@ -15,7 +15,8 @@
  *   3 dispatch  (dest, expert, row tile) items round-robin over blocks:
  *               gather token rows, put them into the destination's
  *               window, signal the tile. No waits.
- *   4 experts   tasks from a ticket counter, local source first:
+ *   4 experts   tasks from a ticket counter: all GEMM0s, then all GEMM1s,
+ *               each in row-tile order with the local source first:
  *               GEMM0 (rows x W1, activation) per 64 output columns, after
  *               the tile's dispatch flag; GEMM1 (h x W2) per 64 columns,
  *               after all GEMM0 tasks of the tile; GEMM1 rows go straight
@@ -408,7 +409,12 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
     __syncthreads();
     const int ticket = sh.value;
     if (ticket >= total) return 1;
-    const int tile_idx = ticket / per_tile, sub = ticket - tile_idx * per_tile;
+    /* every GEMM0 task (all row tiles, local source first) before every
+     * GEMM1: a GEMM1 then rarely waits for its tile's GEMM0s (interleaving
+     * them per tile left about half the blocks waiting) */
+    const int n0 = sh.tp[R * El] * nF;
+    const int tile_idx = ticket < n0 ? ticket / nF : (ticket - n0) / nH;
+    const int sub = ticket < n0 ? ticket % nF : nF + (ticket - n0) % nH;
     /* (source, expert) of this row tile: last i with tp[i] <= tile_idx */
     int lo = 0, hi = R * El - 1;
     while (lo < hi) {
@@ -537,6 +543,12 @@ static __device__ int phase_combine(const loom_dev_comm &c, const loom_moe_param
 
 /* ---- the kernel ------------------------------------------------------------------------ */
 
+/* End of phase i for this block, ns after its start (0: not reached). The
+ * last block folds them into stats->phase_end_ns (max over blocks). */
+static __device__ __forceinline__ void phase_mark(const loom_moe_params &p, int i, uint64_t t0) {
+  if (threadIdx.x == 0) p.trace[(size_t)blockIdx.x * 5 + i] = ptx_globaltimer_ns() - t0;
+}
+
 template <int MATH, int PARTS>
 __global__ void __launch_bounds__(moe_cfg::threads, moe_cfg::blocks_per_sm)
     moe_kernel(loom_dev_comm c, loom_moe_params p, loom_moe_call call) {
@@ -544,16 +556,28 @@ __global__ void __launch_bounds__(moe_cfg::threads, moe_cfg::blocks_per_sm)
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ moe_shared sh;
   const uint64_t epoch = loom_kernel_begin(c);
+  const uint64_t t0 = ptx_globaltimer_ns();
+  if (threadIdx.x < 5) p.trace[(size_t)blockIdx.x * 5 + threadIdx.x] = 0;
   phase_gate<DT>(c, p, call, sh, (float *)smem);
+  phase_mark(p, 0, t0);
   if (loom_grid_barrier(c, 1)) {
     phase_place(c, p, call, sh, epoch);
+    phase_mark(p, 1, t0);
     if (loom_grid_barrier(c, 2)) {
       phase_dispatch(c, p, call, sh, epoch);
-      if (phase_experts<MATH, PARTS>(c, p, call, sh, epoch, smem))
+      phase_mark(p, 2, t0);
+      if (phase_experts<MATH, PARTS>(c, p, call, sh, epoch, smem)) {
+        phase_mark(p, 3, t0);
         phase_combine<DT>(c, p, call, sh, epoch);
+        phase_mark(p, 4, t0);
+      }
     }
   }
-  loom_kernel_end(c, epoch);
+  if (loom_kernel_end(c, epoch) && call.stats != NULL && threadIdx.x < 5) {
+    uint64_t m = 0;
+    for (unsigned b = 0; b < gridDim.x; b++) m = max(m, __ldcg(&p.trace[(size_t)b * 5 + threadIdx.x]));
+    call.stats->phase_end_ns[threadIdx.x] = (int64_t)m;
+  }
 }
 
 template <int MATH, int PARTS>
@@ -574,7 +598,8 @@ static cudaError_t launch_parts(const loom_dev_comm *c, const loom_moe_params *p
   if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, moe_cfg::threads, smem)) !=
       cudaSuccess)
     return e;
-  if (per_sm < moe_cfg::blocks_per_sm) return cudaErrorCooperativeLaunchTooLarge;
+  if (per_sm < moe_cfg::blocks_per_sm || sms * moe_cfg::blocks_per_sm > LOOM_MOE_MAX_BLOCKS)
+    return cudaErrorCooperativeLaunchTooLarge;
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeCooperative;

@@ -45,6 +45,7 @@ extern "C" {
 #define LOOM_MOE_DIM_ALIGN 64 /* hidden and ffn must be multiples */
 #define LOOM_MOE_MAX_EXPERTS 1024
 #define LOOM_MOE_MAX_TOPK 16
+#define LOOM_MOE_MAX_BLOCKS 4096 /* grid size bound (trace buffer) */
 
 typedef struct {
   /* shape */
@@ -67,6 +68,7 @@ typedef struct {
   uint32_t *done0;     /* [R][El][TPE] GEMM0 tasks finished per row tile */
   uint32_t *done1;     /* [R][El][TPE] GEMM1 tasks finished per row tile */
   uint32_t *ticket;    /* [1] next compute task */
+  uint64_t *trace;     /* [LOOM_MOE_MAX_BLOCKS][5] each block's phase ends (ns) */
   /* weights */
   const void *wg, *w1, *w2;
 } loom_moe_params;
