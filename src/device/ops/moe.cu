@@ -143,32 +143,62 @@ static __device__ void gate_token(const loom_moe_params &p, float *lg, int t, in
   }
 }
 
+/* Logits of up to 4 tokens (t0..t0+nt-1) of this warp for all experts,
+ * into lg[tok * E + e]: the gate's canonical order (reference.h): lane l
+ * sums h = l, l+32, ... in fp64 (exact products of floats, no fused
+ * multiply-add), then a butterfly over lanes. 4 tokens x 4 experts per
+ * pass, so each conversion to fp64 (slow on the SM) is used 4 times. */
+template <int DT>
+static __device__ void gate_logits4(const loom_moe_params &p, const void *x, int t0, int nt,
+                                    float *lg, int lane) {
+  const int E = p.E, H = p.H;
+  for (int e0 = 0; e0 < E; e0 += 4) {
+    double acc[4][4];
+#pragma unroll
+    for (int a = 0; a < 4; a++)
+#pragma unroll
+      for (int b = 0; b < 4; b++) acc[a][b] = 0.0;
+#pragma unroll 2
+    for (int h = lane; h < H; h += 32) {
+      double xv[4], wv[4];
+#pragma unroll
+      for (int a = 0; a < 4; a++)
+        xv[a] = a < nt ? (double)elem<DT>::load(x, (size_t)(t0 + a) * H + h) : 0.0;
+#pragma unroll
+      for (int b = 0; b < 4; b++)
+        wv[b] = e0 + b < E ? (double)elem<DT>::load(p.wg, (size_t)h * E + e0 + b) : 0.0;
+#pragma unroll
+      for (int a = 0; a < 4; a++)
+#pragma unroll
+        for (int b = 0; b < 4; b++) acc[a][b] = __dadd_rn(acc[a][b], __dmul_rn(xv[a], wv[b]));
+    }
+#pragma unroll
+    for (int a = 0; a < 4; a++)
+#pragma unroll
+      for (int b = 0; b < 4; b++) {
+        double v = acc[a][b];
+        for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+        if (lane == 0 && a < nt && e0 + b < E) lg[a * E + e0 + b] = (float)v;
+      }
+  }
+  __syncwarp();
+}
+
 template <int DT>
 static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params &p,
                                   const loom_moe_call &call, moe_shared &sh, float *lg_all) {
   const int E = p.E, K = p.K, T = call.T;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int ntiles = (T + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
-  float *lg = lg_all + (size_t)warp * E;
+  constexpr int per_warp = LOOM_MOE_TT / moe_cfg::warps; /* 4 tokens */
+  float *lg = lg_all + (size_t)warp * per_warp * E;
   for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
     const int t0 = tile * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
     if (call.ids_in == NULL) {
-      for (int t = t0 + warp; t < t1; t += moe_cfg::warps) {
-        /* logits: exact products of floats in fp64, summed over h in order,
-         * no fused multiply-add: the CPU reference's arithmetic, bit for bit */
-        for (int e0 = 0; e0 < E; e0 += 32) {
-          const int e = e0 + lane;
-          if (e < E) {
-            double acc = 0.0;
-#pragma unroll 8 /* loads run ahead; the additions stay in order */
-            for (int h = 0; h < p.H; h++)
-              acc = __dadd_rn(acc, __dmul_rn((double)elem<DT>::load(call.x, (size_t)t * p.H + h),
-                                             (double)elem<DT>::load(p.wg, (size_t)h * E + e)));
-            lg[e] = (float)acc;
-          }
-        }
-        __syncwarp();
-        gate_token(p, lg, t, lane);
+      const int tw = t0 + warp * per_warp, nt = min(per_warp, t1 - tw);
+      if (nt > 0) {
+        gate_logits4<DT>(p, call.x, tw, nt, lg, lane);
+        for (int a = 0; a < nt; a++) gate_token(p, lg + a * E, tw + a, lane);
         __syncwarp();
       }
     } else {
@@ -504,15 +534,14 @@ static __device__ int phase_combine(const loom_dev_comm &c, const loom_moe_param
   for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
     const int t0 = tile * LOOM_MOE_TT, t1 = min(T_, t0 + LOOM_MOE_TT);
     int failed = 0;
-    if (threadIdx.x == 0) {
-      for (int i = t0 * K; i < t1 * K && !failed; i++) {
+    if (threadIdx.x < 32) /* warp 0's lanes wait for the tiles in parallel */
+      for (int i = t0 * K + threadIdx.x; i < t1 * K && !failed; i += 32) {
         const int row = __ldcg(&p.dest_row[i]);
         if (row < 0) continue;
         const int e = __ldcg(&p.ids[i]), d = e / El, le = e % El;
         const int tl = (row - sh.offs[e]) / LOOM_MOE_BM;
         failed = !loom_wait_signal(c, d, p.slot_ret0 + le * p.TPE + tl, epoch);
       }
-    }
     if (__syncthreads_or(failed)) return 0;
     for (int i = threadIdx.x; i < (t1 - t0) * vec_per_row; i += blockDim.x) {
       const int t = t0 + i / vec_per_row, v = i % vec_per_row;
@@ -586,7 +615,7 @@ static cudaError_t launch_parts(const loom_dev_comm *c, const loom_moe_params *p
   typedef typename tile_types<MATH>::T T;
   const void *kernel = (const void *)moe_kernel<MATH, PARTS>;
   size_t smem = tile_smem<MATH, PARTS>::bytes;
-  const size_t gate = (size_t)moe_cfg::warps * p->E * sizeof(float);
+  const size_t gate = (size_t)LOOM_MOE_TT * p->E * sizeof(float); /* logits of a tile */
   const size_t stage = (size_t)LOOM_MOE_BM * STAGE_LD * sizeof(T);
   if (gate > smem) smem = gate;
   if (stage > smem) smem = stage;
