@@ -258,7 +258,10 @@ loom_result_t loom_exchange(loom_comm_t comm, loom_exchange_t pattern,
  *            gate projection, [ffn, 2*ffn) the up projection
  *   w2       [E/R][ffn x hidden]
  *   routing  expert_ids int32 [num_tokens x top_k], weights fp32
- *            [num_tokens x top_k] (device memory)
+ *            [num_tokens x top_k] (device memory); a token's top_k ids must
+ *            be distinct and in [0, num_experts) (checked in the kernel:
+ *            a violation stops the call with the async error
+ *            LOOM_INVALID_ARGUMENT naming the entry)
  * Numerics: fp32 accumulation always. fp32 runs on TF32 tensor cores by
  * default (LOOM_MATH_TF32) or exact fp32 FMAs (LOOM_MATH_FP32); bf16/fp16
  * on bf16/fp16 tensor cores. The FFN intermediate and each expert's output
@@ -363,9 +366,9 @@ typedef struct {
 } loom_moe_stats_t;
 
 typedef struct {
-  const void *x;           /* [num_tokens x hidden] */
+  const void *x;           /* [num_tokens x hidden]; may be NULL if 0 tokens */
   int64_t num_tokens;      /* 0..max_tokens_per_rank */
-  void *y;                 /* [num_tokens x hidden] */
+  void *y;                 /* [num_tokens x hidden]; may be NULL if 0 tokens */
   /* Caller-supplied routing (both or neither); NULL: the fused gate. */
   const int32_t *expert_ids_in;
   const float *weights_in;

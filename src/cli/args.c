@@ -52,6 +52,60 @@ int cli_parse_size_list(const char *s, uint64_t *out, int max) {
   return n;
 }
 
+const char *const cli_dtype_names[CLI_NUM_DTYPES] = {"fp32", "bf16", "fp16"};
+const char *const cli_act_names[CLI_NUM_ACTS] = {"relu", "gelu", "silu", "swiglu"};
+
+int cli_parse_name(const char *s, const char *const *names, int n) {
+  if (s == NULL) return -1;
+  for (int i = 0; i < n; i++)
+    if (strcmp(s, names[i]) == 0) return i;
+  return -1;
+}
+
+/* --tokens: a list of counts, each in [0, CLI_MAX_TOKENS]. */
+static int parse_tokens(const char *v, cli_options *o) {
+  int n = cli_parse_size_list(v, o->tokens, CLI_MAX_LIST);
+  if (n < 1) return -1;
+  for (int i = 0; i < n; i++)
+    if (o->tokens[i] > CLI_MAX_TOKENS) return -1;
+  o->ntokens = n;
+  return 0;
+}
+
+static int parse_int64(const char *v, long lo, long hi, int64_t *out) {
+  long n;
+  if (cli_parse_int(v, lo, hi, &n)) return -1;
+  *out = n;
+  return 0;
+}
+
+/* One `moe` option: 1 if `a` is not one, 0 if parsed, -1 on a bad value. */
+static int parse_moe_option(const char *a, const char *v, cli_options *o) {
+  long n;
+  int i;
+  if (strcmp(a, "--tokens") == 0) return parse_tokens(v, o);
+  if (strcmp(a, "--hidden") == 0) return parse_int64(v, 1, CLI_MAX_DIM, &o->hidden);
+  if (strcmp(a, "--ffn") == 0) return parse_int64(v, 1, CLI_MAX_DIM, &o->ffn);
+  if (strcmp(a, "--experts") == 0) return parse_int64(v, 1, CLI_MAX_EXPERTS, &o->experts);
+  if (strcmp(a, "--topk") == 0) return parse_int64(v, 1, CLI_MAX_TOPK, &o->topk);
+  if (strcmp(a, "--dtype") == 0) {
+    if ((i = cli_parse_name(v, cli_dtype_names, CLI_NUM_DTYPES)) < 0) return -1;
+    o->dtype = i;
+    return 0;
+  }
+  if (strcmp(a, "--act") == 0) {
+    if ((i = cli_parse_name(v, cli_act_names, CLI_NUM_ACTS)) < 0) return -1;
+    o->act = i;
+    return 0;
+  }
+  if (strcmp(a, "--check-tokens") == 0) {
+    if (cli_parse_int(v, 1, CLI_MAX_TOKENS, &n)) return -1;
+    o->check_tokens = (int)n;
+    return 0;
+  }
+  return 1;
+}
+
 int cli_parse(int argc, char **argv, cli_options *o, char *err, size_t errlen) {
   memset(o, 0, sizeof *o);
   o->command = "help";
@@ -59,6 +113,16 @@ int cli_parse(int argc, char **argv, cli_options *o, char *err, size_t errlen) {
   o->bytes = 256ull << 20;
   o->iters = 20;
   o->warmup = 3;
+  /* moe: FlashDMoE's setup */
+  o->tokens[0] = 8192;
+  o->ntokens = 1;
+  o->hidden = 2048;
+  o->ffn = 2048;
+  o->experts = 32;
+  o->topk = 2;
+  o->dtype = 1; /* bf16 */
+  o->act = 2;   /* silu */
+  o->check_tokens = 64;
   int i = 1;
   if (i < argc && argv[i][0] != '-') o->command = argv[i++];
   for (; i < argc; i++) {
@@ -85,13 +149,22 @@ int cli_parse(int argc, char **argv, cli_options *o, char *err, size_t errlen) {
       if (cli_parse_int(v, 0, 1000000, &n)) goto bad;
       o->warmup = (int)n;
     } else {
-      snprintf(err, errlen, "unknown option %s", a);
-      return -1;
+      const int m = parse_moe_option(a, v, o);
+      if (m < 0) goto bad;
+      if (m > 0) {
+        snprintf(err, errlen, "unknown option %s", a);
+        return -1;
+      }
     }
     i++;
     continue;
   bad:
-    snprintf(err, errlen, "bad value '%s' for %s", v, a);
+    if (strcmp(a, "--dtype") == 0)
+      snprintf(err, errlen, "bad value '%s' for %s (fp32, bf16 or fp16)", v, a);
+    else if (strcmp(a, "--act") == 0)
+      snprintf(err, errlen, "bad value '%s' for %s (relu, gelu, silu or swiglu)", v, a);
+    else
+      snprintf(err, errlen, "bad value '%s' for %s", v, a);
     return -1;
   }
   return 0;

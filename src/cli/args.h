@@ -21,12 +21,39 @@ int cli_parse_int(const char *s, long lo, long hi, long *out);
  * more than max items. */
 int cli_parse_size_list(const char *s, uint64_t *out, int max);
 
+/* Parse `s` as one of n names. Returns its index, -1 if it is none. */
+int cli_parse_name(const char *s, const char *const *names, int n);
+
+/* Names of --dtype and --act; a name's index is the value stored in
+ * cli_options, equal to the loom_dtype_t / loom_activation_t value. */
+#define CLI_NUM_DTYPES 3
+#define CLI_NUM_ACTS 4
+extern const char *const cli_dtype_names[CLI_NUM_DTYPES]; /* fp32 bf16 fp16 */
+extern const char *const cli_act_names[CLI_NUM_ACTS];     /* relu gelu silu swiglu */
+
+/* Bounds of the `moe` options (the library checks the finer rules, e.g.
+ * hidden % 64 == 0, top_k <= 16, experts divisible by the GPU count). */
+#define CLI_MAX_TOKENS (1 << 24)
+#define CLI_MAX_DIM (1 << 20)
+#define CLI_MAX_EXPERTS 1024
+#define CLI_MAX_TOPK 1024
+
 typedef struct {
-  const char *command; /* "info", "help", ... */
+  const char *command; /* "info", "moe", "help", ... */
   int gpus;            /* --gpus N, 0 = all visible */
-  uint64_t bytes;      /* --bytes SIZE */
+  uint64_t bytes;      /* --bytes SIZE (info) */
   int iters;           /* --iters N */
   int warmup;          /* --warmup N */
+  /* moe: */
+  uint64_t tokens[CLI_MAX_LIST]; /* --tokens T[,T2,...]: tokens per GPU, one run each */
+  int ntokens;
+  int64_t hidden;      /* --hidden H */
+  int64_t ffn;         /* --ffn F */
+  int64_t experts;     /* --experts E (all GPUs together) */
+  int64_t topk;        /* --topk K */
+  int dtype;           /* --dtype: index into cli_dtype_names */
+  int act;             /* --act: index into cli_act_names */
+  int check_tokens;    /* --check-tokens N: tokens per GPU verified */
 } cli_options;
 
 /* Fill defaults, then parse argv[1..argc). On error writes a message into

@@ -5,5 +5,6 @@
 #include "args.h"
 
 int cli_info(const cli_options *o);
+int cli_moe(const cli_options *o);
 
 #endif

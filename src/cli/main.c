@@ -13,13 +13,28 @@ static void usage(FILE *f) {
           "commands:\n"
           "  info     GPUs, NVLink peer matrix, NCCL version, and the measured\n"
           "           load/store put bandwidth between every pair of GPUs\n"
+          "  moe      the MoE layer forward on the GPUs: verify a sample of tokens\n"
+          "           against the CPU reference, then time it\n"
           "  help     this text\n"
           "\n"
           "options:\n"
           "  --gpus N      use the first N visible GPUs (default: all)\n"
-          "  --bytes SIZE  bytes per put measurement, e.g. 256M (default 256M)\n"
           "  --iters N     timed iterations (default 20)\n"
-          "  --warmup N    untimed iterations first (default 3)\n");
+          "  --warmup N    untimed iterations first (default 3)\n"
+          "\n"
+          "info options:\n"
+          "  --bytes SIZE  bytes per put measurement, e.g. 256M (default 256M)\n"
+          "\n"
+          "moe options (defaults: FlashDMoE's setup):\n"
+          "  --tokens T[,T2,...]  tokens per GPU, one run each, e.g. 4K,8K (default 8192)\n"
+          "  --hidden H           model dimension, multiple of 64 (default 2048)\n"
+          "  --ffn F              expert FFN dimension, multiple of 64 (default 2048)\n"
+          "  --experts E          experts over all GPUs, divisible by the GPU count\n"
+          "                       (default 32)\n"
+          "  --topk K             experts per token, 1..16 (default 2)\n"
+          "  --dtype D            fp32 (on TF32), bf16 or fp16 (default bf16)\n"
+          "  --act A              relu, gelu, silu or swiglu (default silu)\n"
+          "  --check-tokens N     tokens per GPU verified before timing (default 64)\n");
 }
 
 int main(int argc, char **argv) {
@@ -37,6 +52,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (strcmp(o.command, "info") == 0) return cli_info(&o);
+  if (strcmp(o.command, "moe") == 0) return cli_moe(&o);
   fprintf(stderr, "loom: unknown command '%s'\n", o.command);
   usage(stderr);
   return 2;

@@ -114,6 +114,11 @@ loom_result_t loom_report_fault(const loom_fault_record *f) {
                           "rank %d: %s: caller routing entry %d (token %llu) names expert %lld, "
                           "outside [0, num_experts)",
                           f->rank, op_name(f->op), f->slot, want, (long long)(int64_t)seen);
+  case LOOM_WAIT_DUP_ROUTING:
+    return loom_set_error((loom_result_t)f->status,
+                          "rank %d: %s: caller routing entry %d (token %llu) repeats expert %lld "
+                          "(a token's top_k experts must be distinct)",
+                          f->rank, op_name(f->op), f->slot, want, (long long)(int64_t)seen);
   case LOOM_WAIT_CONFIG_MISMATCH:
     return loom_set_error((loom_result_t)f->status,
                           "rank %d: %s: rank %d built its layer with a different config (hash "

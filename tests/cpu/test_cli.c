@@ -8,6 +8,83 @@ static int parse(cli_options *o, char *err, int argc, const char **argv) {
   return cli_parse(argc, (char **)argv, o, err, 256);
 }
 
+/* The `moe` flags: values, names, lists, missing values, defaults. */
+static void test_moe_options(void) {
+  cli_options o;
+  char err[256];
+  const char *d[] = {"loom", "moe"};
+  CHECK(parse(&o, err, 2, d) == 0 && strcmp(o.command, "moe") == 0 && o.ntokens == 1 &&
+            o.tokens[0] == 8192 && o.hidden == 2048 && o.ffn == 2048 && o.experts == 32 &&
+            o.topk == 2 && strcmp(cli_dtype_names[o.dtype], "bf16") == 0 &&
+            strcmp(cli_act_names[o.act], "silu") == 0 && o.check_tokens == 64 && o.iters == 20 &&
+            o.warmup == 3 && o.gpus == 0,
+        "moe defaults");
+  const char *a[] = {"loom",     "moe",  "--gpus",   "4",    "--tokens",       "128,4K,8192",
+                     "--hidden", "1024", "--ffn",    "4096", "--experts",      "64",
+                     "--topk",   "8",    "--dtype",  "fp16", "--act",          "swiglu",
+                     "--iters",  "7",    "--warmup", "0",    "--check-tokens", "16"};
+  CHECK(parse(&o, err, 24, a) == 0 && o.gpus == 4 && o.ntokens == 3 && o.tokens[0] == 128 &&
+            o.tokens[1] == 4096 && o.tokens[2] == 8192 && o.hidden == 1024 && o.ffn == 4096 &&
+            o.experts == 64 && o.topk == 8 && strcmp(cli_dtype_names[o.dtype], "fp16") == 0 &&
+            strcmp(cli_act_names[o.act], "swiglu") == 0 && o.iters == 7 && o.warmup == 0 &&
+            o.check_tokens == 16,
+        "every moe option: %s", err);
+  const char *names[][2] = {{"fp32", "relu"}, {"bf16", "gelu"}, {"fp16", "silu"}};
+  for (int i = 0; i < 3; i++) {
+    const char *n[] = {"loom", "moe", "--dtype", names[i][0], "--act", names[i][1]};
+    CHECK(parse(&o, err, 6, n) == 0 && o.dtype == i && o.act == i, "dtype %s act %s", names[i][0],
+          names[i][1]);
+  }
+  const char *one[] = {"loom", "moe", "--tokens", "0"};
+  CHECK(parse(&o, err, 4, one) == 0 && o.ntokens == 1 && o.tokens[0] == 0, "zero tokens allowed");
+  CHECK(cli_parse_name("bf16", cli_dtype_names, CLI_NUM_DTYPES) == 1, "name lookup");
+  CHECK(cli_parse_name("BF16", cli_dtype_names, CLI_NUM_DTYPES) == -1, "names are exact");
+  CHECK(cli_parse_name(NULL, cli_act_names, CLI_NUM_ACTS) == -1, "NULL name");
+
+  /* bad values name the option (and the accepted names) */
+  const struct {
+    const char *opt, *val, *needle;
+  } bad[] = {
+      {"--dtype", "fp8", "fp32, bf16 or fp16"},
+      {"--dtype", "", "--dtype"},
+      {"--act", "tanh", "relu, gelu, silu or swiglu"},
+      {"--act", "SiLU", "--act"},
+      {"--tokens", "1,,2", "--tokens"},
+      {"--tokens", "1,2,", "--tokens"},
+      {"--tokens", ",1", "--tokens"},
+      {"--tokens", "x", "--tokens"},
+      {"--tokens", "17M", "--tokens"},
+      {"--tokens", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", "--tokens"},
+      {"--hidden", "0", "--hidden"},
+      {"--hidden", "-64", "--hidden"},
+      {"--ffn", "2k", "--ffn"},
+      {"--experts", "0", "--experts"},
+      {"--experts", "1025", "--experts"},
+      {"--topk", "0", "--topk"},
+      {"--topk", "two", "--topk"},
+      {"--check-tokens", "0", "--check-tokens"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *v[] = {"loom", "moe", bad[i].opt, bad[i].val};
+    err[0] = '\0';
+    CHECK(parse(&o, err, 4, v) == -1 && strstr(err, bad[i].needle) != NULL,
+          "%s '%s' is refused naming \"%s\": %s", bad[i].opt, bad[i].val, bad[i].needle, err);
+  }
+  const char *missing[] = {"--tokens", "--hidden", "--ffn", "--experts",
+                           "--topk",   "--dtype",  "--act", "--check-tokens"};
+  for (size_t i = 0; i < sizeof missing / sizeof missing[0]; i++) {
+    const char *v[] = {"loom", "moe", "--topk", "4", missing[i]};
+    err[0] = '\0';
+    CHECK(parse(&o, err, 5, v) == -1 && strstr(err, missing[i]) && strstr(err, "needs a value"),
+          "%s without a value: %s", missing[i], err);
+  }
+  /* the info command keeps working with the new options around */
+  const char *info[] = {"loom", "info", "--bytes", "1M", "--gpus", "2"};
+  CHECK(parse(&o, err, 6, info) == 0 && strcmp(o.command, "info") == 0 && o.bytes == 1u << 20 &&
+            o.gpus == 2,
+        "info after moe options");
+}
+
 int main(void) {
   uint64_t v = 0;
   CHECK(cli_parse_size("123", &v) == 0 && v == 123, "plain");
@@ -46,5 +123,9 @@ int main(void) {
   CHECK(parse(&o, err, 4, a5) == -1 && strstr(err, "--iters"), "iters must be >= 1");
   const char *a6[] = {"loom", "info", "--bytes", "0"};
   CHECK(parse(&o, err, 4, a6) == -1 && strstr(err, "--bytes"), "bytes must be > 0");
+  CHECK(o.ntokens == 1 && o.tokens[0] == 8192 && o.hidden == 2048 && o.ffn == 2048 &&
+            o.experts == 32 && o.topk == 2 && o.dtype == 1 && o.act == 2 && o.check_tokens == 64,
+        "moe defaults are FlashDMoE's setup, bf16, silu, whatever the command");
+  test_moe_options();
   return check_summary("test_cli");
 }

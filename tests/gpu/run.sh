@@ -12,5 +12,10 @@ run() {
 }
 run "$dir/test_exchange" single
 run "$dir/test_exchange" multi
+# MoE layer: all 144 configs per world size in one process; one process per
+# GPU runs every 7th config (7 is coprime with the dtype and token periods,
+# so the subset still mixes them) plus determinism, graph and fault cases.
+run "$dir/test_moe" single
+run "$dir/test_moe" multi --every 7
 echo "gpu-test: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

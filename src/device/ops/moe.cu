@@ -203,9 +203,12 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
     } else {
       for (int i = t0 * K + threadIdx.x; i < t1 * K; i += blockDim.x) {
         int id = call.ids_in[i];
-        if (id < 0 || id >= E) {
-          loom_raise_fault(c.ctrl, c.fault, c.rank, c.op, LOOM_INVALID_ARGUMENT, c.rank,
-                           LOOM_WAIT_BAD_ROUTING, i, (uint64_t)(i / K), (uint64_t)(int64_t)id, 0);
+        int what = id < 0 || id >= E ? LOOM_WAIT_BAD_ROUTING : 0;
+        for (int j = (i / K) * K; j < i && !what; j++)
+          if (call.ids_in[j] == id) what = LOOM_WAIT_DUP_ROUTING;
+        if (what) {
+          loom_raise_fault(c.ctrl, c.fault, c.rank, c.op, LOOM_INVALID_ARGUMENT, c.rank, what, i,
+                           (uint64_t)(i / K), (uint64_t)(int64_t)id, 0);
           id = -1; /* dropped below; the call reports the error */
         }
         p.ids[i] = id;

@@ -94,6 +94,9 @@ typedef enum {
                                  observed = the id) */
   LOOM_WAIT_CONFIG_MISMATCH = 5, /* not a wait: peer's layer config hash
                                     (observed) differs from ours (epoch) */
+  LOOM_WAIT_DUP_ROUTING = 6,  /* not a wait: caller routing repeats expert
+                                 `observed` within token `epoch` (slot =
+                                 the repeating entry t*top_k + j) */
 } loom_wait_kind;
 
 /*
