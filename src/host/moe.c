@@ -229,6 +229,8 @@ loom_result_t loom_moe_set_weights(loom_moe_t moe, const void *gate_w, const voi
   if (res != LOOM_SUCCESS) return res;
   LOOM_ARG(w1 != NULL, fn, "w1 is NULL");
   LOOM_ARG(w2 != NULL, fn, "w2 is NULL");
+  LOOM_ARG(gate_w == NULL || !misaligned(gate_w), fn, "gate_w (%p) is not 16-byte aligned",
+           gate_w);
   LOOM_ARG(!misaligned(w1), fn, "w1 (%p) is not 16-byte aligned", w1);
   LOOM_ARG(!misaligned(w2), fn, "w2 (%p) is not 16-byte aligned", w2);
   moe->p.wg = gate_w;

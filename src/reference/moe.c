@@ -107,6 +107,27 @@ static void gate_row(int E, int k, int renormalize, const float *logits,
     weights[j] = (float)(probs[ids[j]] / scale);
 }
 
+/* The gate's canonical summation order, shared with the GPU so the fp32
+ * logits (and so the routing) agree bit for bit: 32 slices, slice s summing
+ * x[h] * w[h] for h = s, s + 32, ... in order, in double (products of two
+ * floats are exact in double); then the slices combined by a butterfly:
+ * for o = 16, 8, 4, 2, 1: p[s] = p[s] + p[s ^ o]; the logit is p[0]
+ * rounded to float. */
+#define GATE_SLICES 32
+static float gate_logit(int H, const float *x, const float *wg, int E, int e) {
+  double p[GATE_SLICES], q[GATE_SLICES];
+  for (int s = 0; s < GATE_SLICES; s++) {
+    double acc = 0.0;
+    for (int h = s; h < H; h += GATE_SLICES) acc += (double)x[h] * (double)wg[(size_t)h * E + e];
+    p[s] = acc;
+  }
+  for (int o = GATE_SLICES / 2; o > 0; o /= 2) {
+    for (int s = 0; s < GATE_SLICES; s++) q[s] = p[s] + p[s ^ o];
+    memcpy(p, q, sizeof p);
+  }
+  return (float)p[0];
+}
+
 int ref_moe_gate(int T, int H, int E, int k, int renormalize, const float *x,
                  const float *wg, int32_t *ids, float *weights,
                  float *logits_out) {
@@ -123,10 +144,9 @@ int ref_moe_gate(int T, int H, int E, int k, int renormalize, const float *x,
     goto exit;
   /* The GPU gate holds fp32 logits, so softmax and ties see the same
    * rounded values here. */
-  /* ref_gemm sums h in ascending order in double: the order the GPU gate
-   * uses too, so the fp32 logits agree bit for bit */
-  if (ref_gemm(T, E, H, 1.0f, x, wg, 0.0f, logits) != 0)
-    goto exit;
+  for (size_t t = 0; t < (size_t)T; t++)
+    for (int e = 0; e < E; e++)
+      logits[t * (size_t)E + e] = gate_logit(H, x + t * (size_t)H, wg, E, e);
   for (size_t t = 0; t < (size_t)T; t++)
     gate_row(E, k, renormalize, logits + t * (size_t)E, probs,
              ids + t * (size_t)k, weights + t * (size_t)k);

@@ -66,7 +66,9 @@ double ref_act(ref_activation act, double x);
 /* ---- MoE gate ----------------------------------------------------------------- */
 
 /* logits[t][e] = sum_h x[t][h] * wg[h][e]  (x [T x H], wg [H x E]) in
- * double, h ascending (the GPU gate's order), rounded to float once;
+ * double, in the gate's canonical order (the GPU's): 32 slices h = s,
+ * s+32, ... summed in order, then combined by a butterfly over the slice
+ * index (o = 16, 8, 4, 2, 1: p[s] += p[s^o]), rounded to float once;
  * probs = softmax over e (max-subtracted, in double) of the fp32-rounded
  * logits, the values the GPU gate holds,
  * top-k: the k largest probabilities, in descending order; ties broken by

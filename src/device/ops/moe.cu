@@ -63,6 +63,10 @@ template <int DT> struct elem;
 template <> struct elem<LOOM_FP32> {
   typedef float T;
   static __device__ __forceinline__ float load(const void *p, size_t i) { return ((const float *)p)[i]; }
+  static __device__ __forceinline__ void load4(const void *p, size_t i, float o[4]) {
+    const float4 v = *(const float4 *)((const float *)p + i);
+    o[0] = v.x; o[1] = v.y; o[2] = v.z; o[3] = v.w;
+  }
   static __device__ __forceinline__ T from(float f) { return f; }
 };
 template <> struct elem<LOOM_BF16> {
@@ -70,12 +74,22 @@ template <> struct elem<LOOM_BF16> {
   static __device__ __forceinline__ float load(const void *p, size_t i) {
     return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
   }
+  static __device__ __forceinline__ void load4(const void *p, size_t i, float o[4]) {
+    const uint2 v = *(const uint2 *)((const __nv_bfloat16 *)p + i);
+    const __nv_bfloat162 a = *(const __nv_bfloat162 *)&v.x, b = *(const __nv_bfloat162 *)&v.y;
+    o[0] = __low2float(a); o[1] = __high2float(a); o[2] = __low2float(b); o[3] = __high2float(b);
+  }
   static __device__ __forceinline__ T from(float f) { return __float2bfloat16_rn(f); }
 };
 template <> struct elem<LOOM_FP16> {
   typedef __half T;
   static __device__ __forceinline__ float load(const void *p, size_t i) {
     return __half2float(((const __half *)p)[i]);
+  }
+  static __device__ __forceinline__ void load4(const void *p, size_t i, float o[4]) {
+    const uint2 v = *(const uint2 *)((const __half *)p + i);
+    const __half2 a = *(const __half2 *)&v.x, b = *(const __half2 *)&v.y;
+    o[0] = __low2float(a); o[1] = __high2float(a); o[2] = __low2float(b); o[3] = __high2float(b);
   }
   static __device__ __forceinline__ T from(float f) { return __float2half_rn(f); }
 };
@@ -143,42 +157,51 @@ static __device__ void gate_token(const loom_moe_params &p, float *lg, int t, in
   }
 }
 
-/* float -> double, exactly, with integer operations: the hardware
- * conversion runs at a quarter of the fp64 add rate and the gate needs one
- * per operand. Zero, subnormals, Inf and NaN take the hardware path. */
-static __device__ __forceinline__ double exact_f64(float f) {
-  const uint32_t b = __float_as_uint(f), ex = (b >> 23) & 0xffu;
-  if (ex == 0u || ex == 0xffu) return (double)f;
-  const uint64_t d = ((uint64_t)(b >> 31) << 63) | ((uint64_t)(ex + 896u) << 52) |
-                     ((uint64_t)(b & 0x7fffffu) << 29);
-  return __longlong_as_double((long long)d);
-}
-
 /* Logits of up to 4 tokens (t0..t0+nt-1) of this warp for all experts,
- * into lg[tok * E + e], in the reference's order: h ascending, fp64, exact
- * products of floats, no fused multiply-add (reference.h). Lane = expert,
- * 4 tokens at once: 4 independent addition chains per lane. */
+ * into lg[tok * E + e]: the gate's canonical order (reference.h): lane l
+ * sums h = l, l+32, ... in fp64 (exact products of floats, no fused
+ * multiply-add), then a butterfly over lanes. 4 tokens x 4 experts per
+ * pass, so each conversion to fp64 (slow on the SM) is used 4 times. */
 template <int DT>
 static __device__ void gate_logits4(const loom_moe_params &p, const void *x, int t0, int nt,
                                     float *lg, int lane) {
   const int E = p.E, H = p.H;
-  for (int e0 = 0; e0 < E; e0 += 32) {
-    const int e = e0 + lane;
-    const int ev = e < E ? e : E - 1; /* idle lanes compute a copy, not stored */
-    double acc[4] = {0.0, 0.0, 0.0, 0.0};
-#pragma unroll 4
-    for (int h = 0; h < H; h++) {
-      const double w = exact_f64(elem<DT>::load(p.wg, (size_t)h * E + ev));
+  const bool vec4 = (E & 3) == 0; /* rows of wg are 16-byte (fp32) / 8-byte aligned */
+  for (int e0 = 0; e0 < E; e0 += 4) {
+    double acc[4][4];
 #pragma unroll
-      for (int a = 0; a < 4; a++) {
-        const double xv = a < nt ? exact_f64(elem<DT>::load(x, (size_t)(t0 + a) * H + h)) : 0.0;
-        acc[a] = __dadd_rn(acc[a], __dmul_rn(xv, w));
-      }
-    }
-    if (e < E)
+    for (int a = 0; a < 4; a++)
+#pragma unroll
+      for (int b = 0; b < 4; b++) acc[a][b] = 0.0;
+#pragma unroll 2
+    for (int h = lane; h < H; h += 32) {
+      double xv[4], wv[4];
 #pragma unroll
       for (int a = 0; a < 4; a++)
-        if (a < nt) lg[a * E + e] = (float)acc[a];
+        xv[a] = a < nt ? (double)elem<DT>::load(x, (size_t)(t0 + a) * H + h) : 0.0;
+      if (vec4) { /* one load of 4 experts: lanes read 32 different rows */
+        float w4[4];
+        elem<DT>::load4(p.wg, (size_t)h * E + e0, w4);
+#pragma unroll
+        for (int b = 0; b < 4; b++) wv[b] = (double)w4[b];
+      } else {
+#pragma unroll
+        for (int b = 0; b < 4; b++)
+          wv[b] = e0 + b < E ? (double)elem<DT>::load(p.wg, (size_t)h * E + e0 + b) : 0.0;
+      }
+#pragma unroll
+      for (int a = 0; a < 4; a++)
+#pragma unroll
+        for (int b = 0; b < 4; b++) acc[a][b] = __dadd_rn(acc[a][b], __dmul_rn(xv[a], wv[b]));
+    }
+#pragma unroll
+    for (int a = 0; a < 4; a++)
+#pragma unroll
+      for (int b = 0; b < 4; b++) {
+        double v = acc[a][b];
+        for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+        if (lane == 0 && a < nt && e0 + b < E) lg[a * E + e0 + b] = (float)v;
+      }
   }
   __syncwarp();
 }
