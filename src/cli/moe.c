@@ -600,7 +600,13 @@ static int launch_timed(moe_bench *b, int slot) {
   for (int d = 0; d < b->ngpu; d++) {
     gpu_state *g = &b->g[d];
     CUDA_OK(cudaSetDevice(d));
-    LOOM_OK(loom_moe_forward(g->moe, g->x, b->T, g->y, g->stream));
+    loom_moe_args_t a;
+    memset(&a, 0, sizeof a);
+    a.x = g->x;
+    a.num_tokens = b->T;
+    a.y = g->y;
+    a.stats = g->stats; /* the in-kernel phase trace of the last iteration */
+    LOOM_OK(loom_moe_forward_ex(g->moe, &a, g->stream));
     if (slot >= 0) CUDA_OK(cudaEventRecord(g->ev[slot], g->stream));
   }
   return 0;
@@ -633,6 +639,23 @@ static int time_iterations(moe_bench *b, double *us) {
   return 0;
 }
 
+/* Where the time went in the last timed iteration: the end of each phase,
+ * max over blocks and GPUs (loom_moe_stats_t.phase_end_ns). */
+static int print_phases(moe_bench *b) {
+  double phase[5] = {0};
+  for (int d = 0; d < b->ngpu; d++) {
+    loom_moe_stats_t st;
+    CUDA_OK(cudaSetDevice(d));
+    CUDA_OK(cudaMemcpy(&st, b->g[d].stats, sizeof st, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < 5; i++)
+      if (st.phase_end_ns[i] / 1e3 > phase[i]) phase[i] = st.phase_end_ns[i] / 1e3;
+  }
+  printf("phases (last iteration, end of each, us): gate %.0f  place %.0f  dispatch %.0f  "
+         "experts %.0f  combine %.0f\n",
+         phase[0], phase[1], phase[2], phase[3], phase[4]);
+  return 0;
+}
+
 static int run_tokens(moe_bench *b, int T, moe_row *row) {
   b->T = T;
   b->nsample = T < b->o->check_tokens ? T : b->o->check_tokens;
@@ -641,6 +664,10 @@ static int run_tokens(moe_bench *b, int T, moe_row *row) {
   if (run_tasks(b->ngpu, b->ngpu, inputs_task, b) != 0 || verify(b) != 0) return -1;
   double *us = malloc((size_t)b->o->iters * sizeof *us);
   if (us == NULL || time_iterations(b, us) != 0) {
+    free(us);
+    return -1;
+  }
+  if (print_phases(b) != 0) {
     free(us);
     return -1;
   }
