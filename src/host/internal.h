@@ -51,6 +51,17 @@ struct loom_comm {
   int inject_no_signal;      /* test hook: kernels put but never signal */
 };
 
+#include "../device/ops/moe.h"
+
+#define LOOM_MOE_MAGIC 0x6d6f6531u /* "moe1" */
+
+struct loom_moe {
+  uint32_t magic;    /* LOOM_MOE_MAGIC while alive */
+  loom_comm_t comm;
+  loom_moe_params p; /* shapes, window offsets, private buffers, weights */
+  int weights_set;
+};
+
 /* ---- errors ---------------------------------------------------------------- */
 
 /* Clear this thread's last-error message (every public entry point). */

@@ -6,14 +6,6 @@
 #include "internal.h"
 #include "../device/ops/moe.h"
 
-struct loom_moe {
-  uint32_t magic;
-  loom_comm_t comm;
-  loom_moe_params p; /* shapes, window offsets, private buffers, weights */
-  int weights_set;
-};
-
-#define LOOM_MOE_MAGIC 0x6d6f6531u /* "moe1" */
 
 /* ---- config ---------------------------------------------------------------------- */
 

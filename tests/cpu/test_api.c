@@ -216,11 +216,156 @@ static void test_exchange_args(void) {
   EXPECT_BAD(loom_exchange(&dead, LOOM_EXCHANGE_RING, s, r, 16, 0), "not a live");
 }
 
+
+/* ---- MoE layer: config, create, weights and forward validation ---------- */
+
+static loom_moe_config_t good_moe(void) {
+  loom_moe_config_t c = LOOM_MOE_CONFIG_INIT;
+  c.hidden = 128;
+  c.ffn = 256;
+  c.num_experts = 8;
+  c.top_k = 2;
+  c.max_tokens_per_rank = 1000;
+  return c;
+}
+
+/* Bad config number i (and the field its message must name); -1 when i is
+ * past the list. */
+static const char *bad_moe(int i, loom_moe_config_t *c) {
+  *c = good_moe();
+  switch (i) {
+  case 0: c->struct_size = 4; return "struct_size";
+  case 1: c->version = 7; return "version";
+  case 2: c->hidden = LOOM_UNSET; return "hidden";
+  case 3: c->hidden = 100; return "hidden"; /* not a multiple of 64 */
+  case 4: c->ffn = 32; return "ffn";
+  case 5: c->num_experts = 0; return "num_experts";
+  case 6: c->num_experts = 2048; return "num_experts";
+  case 7: c->top_k = 0; return "top_k";
+  case 8: c->top_k = 17; return "top_k";
+  case 9: c->top_k = 9; return "exceeds num_experts";
+  case 10: c->max_tokens_per_rank = 0; return "max_tokens_per_rank";
+  case 11: c->activation = 9; return "activation";
+  case 12: c->dtype = 5; return "dtype";
+  case 13: c->fp32_math = 3; return "fp32_math";
+  case 14: c->normalize_top_k = 2; return "normalize_top_k";
+  case 15: c->capacity_factor = -1.5; return "capacity_factor";
+  }
+  return NULL;
+}
+
+static void test_moe_config(void) {
+  size_t b = 0;
+  int slots = 0;
+  loom_moe_config_t c = good_moe();
+  CHECK(loom_moe_workspace_bytes(&c, 4, &b, &slots) == LOOM_SUCCESS && slots >= 2,
+        "good config sizes: %s", loom_last_error());
+  /* dispatch + return regions: 2 regions x R sources x Tmax*min(k, E/R)
+   * rows of H bf16, plus headers */
+  CHECK(b >= (size_t)2 * 4 * 1000 * 2 * 128 * 2, "workspace covers both regions (%zu)", b);
+  CHECK(loom_moe_workspace_bytes(&c, 1, &b, NULL) == LOOM_SUCCESS, "signal_slots may be NULL");
+  EXPECT_BAD(loom_moe_workspace_bytes(NULL, 4, &b, &slots), "config");
+  EXPECT_BAD(loom_moe_workspace_bytes(&c, 4, NULL, &slots), "bytes");
+  EXPECT_BAD(loom_moe_workspace_bytes(&c, 0, &b, &slots), "nranks");
+  EXPECT_BAD(loom_moe_workspace_bytes(&c, 3, &b, &slots), "not divisible");
+  loom_moe_config_t bad;
+  const char *field;
+  for (int i = 0; (field = bad_moe(i, &bad)) != NULL; i++)
+    EXPECT_BAD(loom_moe_workspace_bytes(&bad, 4, &b, &slots), field);
+
+  /* create: validated against the communicator before any GPU work */
+  loom_fault_record rec;
+  struct loom_comm comm = fake_comm(&rec, 4);
+  loom_moe_t moe = (loom_moe_t)0x1;
+  EXPECT_BAD(loom_moe_create(&comm, &c, NULL), "moe");
+  EXPECT_BAD(loom_moe_create(NULL, &c, &moe), "comm");
+  CHECK(moe == NULL, "failed create sets *moe = NULL");
+  EXPECT_BAD(loom_moe_create(&comm, NULL, &moe), "config");
+  for (int i = 0; (field = bad_moe(i, &bad)) != NULL; i++)
+    EXPECT_BAD(loom_moe_create(&comm, &bad, &moe), field);
+  loom_moe_config_t odd = good_moe();
+  odd.num_experts = 6; /* 4 ranks */
+  EXPECT_BAD(loom_moe_create(&comm, &odd, &moe), "not divisible");
+  EXPECT_BAD(loom_moe_create(&comm, &c, &moe), "workspace"); /* fake comm has 1 MiB */
+  loom_moe_workspace_bytes(&c, 4, &b, &slots);
+  comm.config.workspace_bytes = b;
+  comm.config.signal_slots = slots - 1;
+  EXPECT_BAD(loom_moe_create(&comm, &c, &moe), "signal_slots");
+}
+
+/* A layer that exists only on the host (validation never touches the GPU). */
+static struct loom_moe fake_moe(struct loom_comm *comm) {
+  struct loom_moe m;
+  memset(&m, 0, sizeof m);
+  m.magic = LOOM_MOE_MAGIC;
+  m.comm = comm;
+  m.p.H = 128;
+  m.p.Tmax = 1000;
+  m.p.row_bytes = 256;
+  m.p.wg = (void *)0x1000;
+  m.weights_set = 1;
+  return m;
+}
+
+static void test_moe_calls(void) {
+  loom_fault_record rec;
+  struct loom_comm comm = fake_comm(&rec, 4);
+  struct loom_moe m = fake_moe(&comm);
+  void *w = (void *)0x100000, *odd = (void *)0x100008;
+  EXPECT_BAD(loom_moe_set_weights(NULL, w, w, w), "moe");
+  EXPECT_BAD(loom_moe_set_weights(&m, w, NULL, w), "w1");
+  EXPECT_BAD(loom_moe_set_weights(&m, w, w, NULL), "w2");
+  EXPECT_BAD(loom_moe_set_weights(&m, odd, w, w), "gate_w");
+  EXPECT_BAD(loom_moe_set_weights(&m, w, odd, w), "w1");
+  EXPECT_BAD(loom_moe_set_weights(&m, w, w, odd), "w2");
+  CHECK(loom_moe_set_weights(&m, NULL, w, w) == LOOM_SUCCESS, "gate_w may be NULL");
+
+  m = fake_moe(&comm);
+  void *x = (void *)0x10000000, *y = (void *)0x20000000;
+  int32_t *ids = (int32_t *)0x30000000;
+  float *wts = (float *)0x40000000;
+  EXPECT_BAD(loom_moe_forward(NULL, x, 10, y, 0), "moe");
+  EXPECT_BAD(loom_moe_forward(&m, x, -1, y, 0), "num_tokens");
+  EXPECT_BAD(loom_moe_forward(&m, x, 1001, y, 0), "num_tokens");
+  EXPECT_BAD(loom_moe_forward(&m, NULL, 10, y, 0), "x is NULL");
+  EXPECT_BAD(loom_moe_forward(&m, x, 10, NULL, 0), "y is NULL");
+  EXPECT_BAD(loom_moe_forward(&m, (char *)x + 4, 10, y, 0), "x (");
+  EXPECT_BAD(loom_moe_forward(&m, x, 10, (char *)y + 8, 0), "y (");
+  EXPECT_BAD(loom_moe_forward(&m, x, 10, (char *)x + 256, 0), "overlap");
+  EXPECT_BAD(loom_moe_forward_ex(&m, NULL, 0), "args");
+  loom_moe_args_t a;
+  memset(&a, 0, sizeof a);
+  a.x = x;
+  a.y = y;
+  a.num_tokens = 10;
+  a.expert_ids_in = ids;
+  EXPECT_BAD(loom_moe_forward_ex(&m, &a, 0), "both");
+  a.expert_ids_in = NULL;
+  a.weights_out = wts;
+  EXPECT_BAD(loom_moe_forward_ex(&m, &a, 0), "both");
+  a.weights_out = NULL;
+  m.p.wg = NULL;
+  EXPECT_BAD(loom_moe_forward_ex(&m, &a, 0), "no routing");
+  m = fake_moe(&comm);
+  m.weights_set = 0;
+  EXPECT_BAD(loom_moe_forward_ex(&m, &a, 0), "weights not set");
+  m = fake_moe(&comm);
+  rec.status = LOOM_TIMEOUT; /* a pending async error stops every launch */
+  EXPECT_ERR(loom_moe_forward_ex(&m, &a, 0), LOOM_INVALID_USAGE, "must be destroyed");
+  struct loom_moe dead = fake_moe(&comm);
+  dead.magic = 0;
+  EXPECT_BAD(loom_moe_forward(&dead, x, 1, y, 0), "not a live");
+  EXPECT_BAD(loom_moe_destroy(&dead), "not a live");
+  CHECK(loom_moe_destroy(NULL) == LOOM_SUCCESS, "destroy(NULL) is a no-op");
+}
+
 int main(void) {
   test_results_and_dtypes();
   test_config();
   test_comm_create_args();
   test_comm_queries_and_async();
   test_exchange_args();
+  test_moe_config();
+  test_moe_calls();
   return check_summary("test_api");
 }
