@@ -29,6 +29,7 @@
 #include "loom.h"
 #include "host/internal.h"
 #include "../check.h"
+#include "gpu_check.h"
 
 #define MAX_RANKS 8
 #define CALLS 3
@@ -39,26 +40,6 @@ static const size_t SIZES[] = {1000, 65536 + 16, (3u << 20) + 4, 16u << 20};
 #define NSIZES (sizeof SIZES / sizeof SIZES[0])
 #define MAX_BPP (16u << 20)
 
-#define CUDA_T(call)                                                           \
-  do {                                                                         \
-    cudaError_t e_ = (call);                                                   \
-    CHECK(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));         \
-    if (e_ != cudaSuccess) return -1;                                          \
-  } while (0)
-
-#define LOOM_T(call)                                                           \
-  do {                                                                         \
-    loom_result_t r_ = (call);                                                 \
-    CHECK(r_ == LOOM_SUCCESS, "%s: %s: %s", #call, loom_result_string(r_),     \
-          loom_last_error());                                                  \
-    if (r_ != LOOM_SUCCESS) return -1;                                         \
-  } while (0)
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 /* 8-byte word w of what `rank` sends to `dst` in call `call` (splitmix64). */
 static uint64_t payload_word(int rank, int dst, int call, size_t w) {

@@ -89,6 +89,7 @@
 #include "loom.h"
 #include "reference/reference.h"
 #include "../check.h"
+#include "gpu_check.h"
 
 #define MAX_RANKS 8
 #define HIDDEN 128
@@ -146,26 +147,6 @@ _Static_assert(REF_ACT_RELU == (int)LOOM_ACT_RELU && REF_ACT_GELU == (int)LOOM_A
 static uint64_t g_seed = 0x6c6f6f6d4d6f45ull;
 static int g_threads = 1;
 
-#define CUDA_T(call)                                                           \
-  do {                                                                         \
-    cudaError_t e_ = (call);                                                   \
-    CHECK(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));         \
-    if (e_ != cudaSuccess) return -1;                                          \
-  } while (0)
-
-#define LOOM_T(call)                                                           \
-  do {                                                                         \
-    loom_result_t r_ = (call);                                                 \
-    CHECK(r_ == LOOM_SUCCESS, "%s: %s: %s", #call, loom_result_string(r_),     \
-          loom_last_error());                                                  \
-    if (r_ != LOOM_SUCCESS) return -1;                                         \
-  } while (0)
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 /* ---- watchdog ------------------------------------------------------------------------------- */
 
