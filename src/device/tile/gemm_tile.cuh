@@ -33,7 +33,6 @@ struct tile_cfg {
   static constexpr int threads = 256;
   static constexpr int BM = 128;
   static constexpr int BN = 64;   /* per part */
-  static constexpr int BK = 32;
   /* 3 tiles in flight while one is multiplied: measured 4.5 ms -> see
    * bench/RESULTS.md for the MoE layer with 2 stages vs 4 */
   static constexpr int stages = 4;
@@ -44,19 +43,23 @@ static_assert(tile_cfg::BM == 4 * 32 && tile_cfg::BN == 2 * 32, "4 x 2 warps of 
 
 /* Element type and shared-memory padding per math path. */
 template <int MATH> struct tile_types;
-template <> struct tile_types<TILE_BF16> { typedef __nv_bfloat16 T; static constexpr int pad = 8; };
-template <> struct tile_types<TILE_FP16> { typedef __half T; static constexpr int pad = 8; };
-template <> struct tile_types<TILE_TF32> { typedef float T; static constexpr int pad = 4; };
-template <> struct tile_types<TILE_FP32> { typedef float T; static constexpr int pad = 4; };
+/* BK: K depth of one pipeline stage. 16-bit paths take 64 (half the
+ * barriers per K of 32; 4 stages = 143 KB of shared memory); 32-bit paths
+ * keep 32 (64 would need 278 KB). K must be a multiple of BK. */
+template <> struct tile_types<TILE_BF16> { typedef __nv_bfloat16 T; static constexpr int pad = 8, BK = 64; };
+template <> struct tile_types<TILE_FP16> { typedef __half T; static constexpr int pad = 8, BK = 64; };
+template <> struct tile_types<TILE_TF32> { typedef float T; static constexpr int pad = 4, BK = 32; };
+template <> struct tile_types<TILE_FP32> { typedef float T; static constexpr int pad = 4, BK = 32; };
 
 /* Shared memory of one tile engine instance, in bytes. */
 template <int MATH, int PARTS> struct tile_smem {
   typedef typename tile_types<MATH>::T T;
   static constexpr int pad = tile_types<MATH>::pad;
-  static constexpr int a_ld = tile_cfg::BK + pad;                 /* A row pitch */
+  static constexpr int BK = tile_types<MATH>::BK;
+  static constexpr int a_ld = BK + pad;                 /* A row pitch */
   static constexpr int b_ld = tile_cfg::BN * PARTS + (MATH == TILE_TF32 || MATH == TILE_FP32 ? 8 : 8);
   static constexpr int a_elems = tile_cfg::BM * a_ld;
-  static constexpr int b_elems = tile_cfg::BK * b_ld;
+  static constexpr int b_elems = BK * b_ld;
   static constexpr int stage_elems = a_elems + b_elems;
   static constexpr size_t bytes = (size_t)tile_cfg::stages * stage_elems * sizeof(T);
 };
@@ -130,7 +133,7 @@ static __device__ __forceinline__ void tile_load_stage(
   typedef typename tile_types<MATH>::T T;
   typedef tile_smem<MATH, PARTS> S;
   constexpr int per16 = 16 / sizeof(T);               /* elements per 16 bytes */
-  constexpr int a_chunks_row = tile_cfg::BK / per16;
+  constexpr int a_chunks_row = S::BK / per16;
   constexpr int a_chunks = tile_cfg::BM * a_chunks_row;
   T *sa = st, *sb = st + S::a_elems;
   for (int c = threadIdx.x; c < a_chunks; c += tile_cfg::threads) {
@@ -140,10 +143,10 @@ static __device__ __forceinline__ void tile_load_stage(
     cp_async16(sa + r * S::a_ld + kc, g, ok);
   }
   constexpr int b_chunks_row = tile_cfg::BN / per16; /* per part */
-  constexpr int b_chunks = tile_cfg::BK * b_chunks_row * PARTS;
+  constexpr int b_chunks = S::BK * b_chunks_row * PARTS;
   for (int c = threadIdx.x; c < b_chunks; c += tile_cfg::threads) {
-    const int p = c / (tile_cfg::BK * b_chunks_row);
-    const int rem = c % (tile_cfg::BK * b_chunks_row);
+    const int p = c / (S::BK * b_chunks_row);
+    const int rem = c % (S::BK * b_chunks_row);
     const int k = rem / b_chunks_row, nc = (rem % b_chunks_row) * per16;
     const T *g = B + (size_t)(k0 + k) * ldb + (p ? b_col1 : b_col0) + nc;
     cp_async16(sb + k * S::b_ld + p * tile_cfg::BN + nc, g, 1);
@@ -162,7 +165,7 @@ static __device__ __forceinline__ void tile_compute_stage(const typename tile_ty
   const int wm = warp & 3, wn = warp >> 2; /* 4 x 2 warps */
   if (MATH == TILE_BF16 || MATH == TILE_FP16) {
 #pragma unroll
-    for (int kk = 0; kk < tile_cfg::BK; kk += 16) {
+    for (int kk = 0; kk < S::BK; kk += 16) {
       uint32_t a[2][4];
 #pragma unroll
       for (int mi = 0; mi < 2; mi++) {
@@ -189,7 +192,7 @@ static __device__ __forceinline__ void tile_compute_stage(const typename tile_ty
   } else if (MATH == TILE_TF32) {
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int kk = 0; kk < tile_cfg::BK; kk += 8) {
+    for (int kk = 0; kk < S::BK; kk += 8) {
       uint32_t a[2][4];
 #pragma unroll
       for (int mi = 0; mi < 2; mi++) {
@@ -214,7 +217,7 @@ static __device__ __forceinline__ void tile_compute_stage(const typename tile_ty
   } else { /* TILE_FP32: thread owns rows ty*8.., cols tx*4.. of each part */
     const int ty = threadIdx.x >> 4, tx = threadIdx.x & 15;
 #pragma unroll 4
-    for (int k = 0; k < tile_cfg::BK; k++) {
+    for (int k = 0; k < S::BK; k++) {
       float a[8];
 #pragma unroll
       for (int i = 0; i < 8; i++) a[i] = ((const float *)sa)[(ty * 8 + i) * S::a_ld + k];
@@ -251,12 +254,12 @@ static __device__ __forceinline__ void tile_gemm(void *smem, const void *A, size
   /* stage i lives at st0 + i * stage_elems (pointer arithmetic, no arrays:
    * a runtime-indexed array would go to local memory) */
   T *const st0 = (T *)smem;
-  const int nk = K / tile_cfg::BK;
+  const int nk = K / S::BK;
 #pragma unroll
   for (int s = 0; s < NS - 1; s++) {
     if (s < nk)
       tile_load_stage<MATH, PARTS>(st0 + s * S::stage_elems, (const T *)A, lda, rows_valid,
-                                   (const T *)B, ldb, b_col0, b_col1, s * tile_cfg::BK);
+                                   (const T *)B, ldb, b_col0, b_col1, s * S::BK);
     cp_async_commit();
   }
   for (int kt = 0; kt < nk; kt++) {
@@ -266,7 +269,7 @@ static __device__ __forceinline__ void tile_gemm(void *smem, const void *A, size
     if (next < nk)
       tile_load_stage<MATH, PARTS>(st0 + (next % NS) * S::stage_elems, (const T *)A, lda,
                                    rows_valid, (const T *)B, ldb, b_col0, b_col1,
-                                   next * tile_cfg::BK);
+                                   next * S::BK);
     cp_async_commit();
     tile_compute_stage<MATH, PARTS>(st0 + (kt % NS) * S::stage_elems, acc);
   }
