@@ -54,6 +54,7 @@ struct moe_shared {
   int rc[LOOM_MOE_MAX_EXPERTS];     /* [R][El] rows received, from headers */
   int roff[LOOM_MOE_MAX_EXPERTS];   /* [R][El] region row offset of (s, le) */
   int tp[LOOM_MOE_MAX_EXPERTS + 1]; /* cumulative row tiles in task order */
+  double gate_w[32 * 10];           /* gate: a staged chunk of wg (GATE_WLD) */
   int value;                        /* broadcast slot */
 };
 
@@ -157,53 +158,65 @@ static __device__ void gate_token(const loom_moe_params &p, float *lg, int t, in
   }
 }
 
-/* Logits of up to 4 tokens (t0..t0+nt-1) of this warp for all experts,
- * into lg[tok * E + e]: the gate's canonical order (reference.h): lane l
- * sums h = l, l+32, ... in fp64 (exact products of floats, no fused
- * multiply-add), then a butterfly over lanes. 4 tokens x 4 experts per
- * pass, so each conversion to fp64 (slow on the SM) is used 4 times. */
+/* Logits of the tile's tokens [t0, t1) for all experts, into
+ * lg[(t - t0) * E + e], in the gate's canonical order (reference.h): lane l
+ * sums h = l, l+32, ... in fp64 in order (exact products of floats, no
+ * fused multiply-add), then a butterfly over the 32 lanes.
+ * Warp w owns tokens t0 + 4w .. +3. The block walks (8 experts) x (32 rows
+ * of h) chunks of wg in lockstep: the chunk is staged once per block as
+ * fp64 in shared memory (coalesced loads, one conversion per weight per
+ * block instead of per warp), then every warp multiply-adds its 4 tokens x
+ * 8 experts: 32 independent chains per lane. All threads call it. */
+#define GATE_EG 8      /* experts per chunk */
+#define GATE_WLD 10    /* chunk row pitch in doubles: lanes' 16-byte reads spread over banks */
 template <int DT>
-static __device__ void gate_logits4(const loom_moe_params &p, const void *x, int t0, int nt,
-                                    float *lg, int lane) {
+static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x, int t0, int t1,
+                                        float *lg, double *wchunk) {
   const int E = p.E, H = p.H;
-  const bool vec4 = (E & 3) == 0; /* rows of wg are 16-byte (fp32) / 8-byte aligned */
-  for (int e0 = 0; e0 < E; e0 += 4) {
-    double acc[4][4];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  constexpr int per_warp = LOOM_MOE_TT / moe_cfg::warps;
+  static_assert(per_warp == 4 && 32 * GATE_EG == moe_cfg::threads, "gate chunk layout");
+  const int tw = t0 + warp * per_warp, nt = max(0, min(per_warp, t1 - tw));
+  for (int e0 = 0; e0 < E; e0 += GATE_EG) {
+    double acc[4][GATE_EG];
 #pragma unroll
     for (int a = 0; a < 4; a++)
 #pragma unroll
-      for (int b = 0; b < 4; b++) acc[a][b] = 0.0;
-#pragma unroll 2
-    for (int h = lane; h < H; h += 32) {
-      double xv[4], wv[4];
-#pragma unroll
-      for (int a = 0; a < 4; a++)
-        xv[a] = a < nt ? (double)elem<DT>::load(x, (size_t)(t0 + a) * H + h) : 0.0;
-      if (vec4) { /* one load of 4 experts: lanes read 32 different rows */
-        float w4[4];
-        elem<DT>::load4(p.wg, (size_t)h * E + e0, w4);
-#pragma unroll
-        for (int b = 0; b < 4; b++) wv[b] = (double)w4[b];
-      } else {
-#pragma unroll
-        for (int b = 0; b < 4; b++)
-          wv[b] = e0 + b < E ? (double)elem<DT>::load(p.wg, (size_t)h * E + e0 + b) : 0.0;
+      for (int b = 0; b < GATE_EG; b++) acc[a][b] = 0.0;
+    for (int h0 = 0; h0 < H; h0 += 32) {
+      { /* stage wg[h0 + r][e0 + b] as fp64: one element per thread */
+        const int r = threadIdx.x / GATE_EG, b = threadIdx.x % GATE_EG;
+        wchunk[r * GATE_WLD + b] =
+            e0 + b < E ? (double)elem<DT>::load(p.wg, (size_t)(h0 + r) * E + e0 + b) : 0.0;
       }
+      __syncthreads();
+      if (nt > 0) {
+        double xv[4];
 #pragma unroll
-      for (int a = 0; a < 4; a++)
+        for (int a = 0; a < 4; a++)
+          xv[a] = a < nt ? (double)elem<DT>::load(x, (size_t)(tw + a) * H + h0 + lane) : 0.0;
+        const double *wr = wchunk + lane * GATE_WLD;
 #pragma unroll
-        for (int b = 0; b < 4; b++) acc[a][b] = __dadd_rn(acc[a][b], __dmul_rn(xv[a], wv[b]));
+        for (int b = 0; b < GATE_EG; b++) {
+          const double w = wr[b];
+#pragma unroll
+          for (int a = 0; a < 4; a++) acc[a][b] = __dadd_rn(acc[a][b], __dmul_rn(xv[a], w));
+        }
+      }
+      __syncthreads();
     }
+    if (nt > 0) {
 #pragma unroll
-    for (int a = 0; a < 4; a++)
+      for (int a = 0; a < 4; a++)
 #pragma unroll
-      for (int b = 0; b < 4; b++) {
-        double v = acc[a][b];
-        for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
-        if (lane == 0 && a < nt && e0 + b < E) lg[a * E + e0 + b] = (float)v;
-      }
+        for (int b = 0; b < GATE_EG; b++) {
+          double v = acc[a][b];
+          for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+          if (lane == 0 && a < nt && e0 + b < E) lg[(warp * per_warp + a) * E + e0 + b] = (float)v;
+        }
+    }
   }
-  __syncwarp();
+  __syncthreads();
 }
 
 template <int DT>
@@ -213,16 +226,13 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int ntiles = (T + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
   constexpr int per_warp = LOOM_MOE_TT / moe_cfg::warps; /* 4 tokens */
-  float *lg = lg_all + (size_t)warp * per_warp * E;
   for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
     const int t0 = tile * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
     if (call.ids_in == NULL) {
+      gate_logits_tile<DT>(p, call.x, t0, t1, lg_all, sh.gate_w);
       const int tw = t0 + warp * per_warp, nt = min(per_warp, t1 - tw);
-      if (nt > 0) {
-        gate_logits4<DT>(p, call.x, tw, nt, lg, lane);
-        for (int a = 0; a < nt; a++) gate_token(p, lg + a * E, tw + a, lane);
-        __syncwarp();
-      }
+      for (int a = 0; a < nt; a++) gate_token(p, lg_all + (warp * per_warp + a) * E, tw + a, lane);
+      __syncwarp();
     } else {
       for (int i = t0 * K + threadIdx.x; i < t1 * K; i += blockDim.x) {
         int id = call.ids_in[i];
