@@ -54,7 +54,7 @@ struct moe_shared {
   int rc[LOOM_MOE_MAX_EXPERTS];     /* [R][El] rows received, from headers */
   int roff[LOOM_MOE_MAX_EXPERTS];   /* [R][El] region row offset of (s, le) */
   int tp[LOOM_MOE_MAX_EXPERTS + 1]; /* cumulative row tiles in task order */
-  double gate_w[32 * 10];           /* gate: a staged chunk of wg (GATE_WLD) */
+  double gate_w[2 * 32 * 10];       /* gate: two staged chunks of wg (GATE_WLD) */
   int value;                        /* broadcast slot */
 };
 
@@ -165,8 +165,9 @@ static __device__ void gate_token(const loom_moe_params &p, float *lg, int t, in
  * Warp w owns tokens t0 + 4w .. +3. The block walks (8 experts) x (32 rows
  * of h) chunks of wg in lockstep: the chunk is staged once per block as
  * fp64 in shared memory (coalesced loads, one conversion per weight per
- * block instead of per warp), then every warp multiply-adds its 4 tokens x
- * 8 experts: 32 independent chains per lane. All threads call it. */
+ * block instead of per warp), double-buffered, then every warp multiply-adds
+ * its 4 tokens x 8 experts: 32 independent chains per lane. All threads
+ * call it. */
 #define GATE_EG 8      /* experts per chunk */
 #define GATE_WLD 10    /* chunk row pitch in doubles: lanes' 16-byte reads spread over banks */
 template <int DT>
@@ -177,46 +178,51 @@ static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x,
   constexpr int per_warp = LOOM_MOE_TT / moe_cfg::warps;
   static_assert(per_warp == 4 && 32 * GATE_EG == moe_cfg::threads, "gate chunk layout");
   const int tw = t0 + warp * per_warp, nt = max(0, min(per_warp, t1 - tw));
+  const int r = threadIdx.x / GATE_EG, b = threadIdx.x % GATE_EG; /* my staging element */
   for (int e0 = 0; e0 < E; e0 += GATE_EG) {
     double acc[4][GATE_EG];
 #pragma unroll
     for (int a = 0; a < 4; a++)
 #pragma unroll
-      for (int b = 0; b < GATE_EG; b++) acc[a][b] = 0.0;
-    for (int h0 = 0; h0 < H; h0 += 32) {
-      { /* stage wg[h0 + r][e0 + b] as fp64: one element per thread */
-        const int r = threadIdx.x / GATE_EG, b = threadIdx.x % GATE_EG;
-        wchunk[r * GATE_WLD + b] =
-            e0 + b < E ? (double)elem<DT>::load(p.wg, (size_t)(h0 + r) * E + e0 + b) : 0.0;
-      }
-      __syncthreads();
+      for (int q = 0; q < GATE_EG; q++) acc[a][q] = 0.0;
+    /* software pipeline: the next chunk's weight and this chunk's x are in
+     * flight while the barrier waits and the warp multiplies */
+    float wnext = e0 + b < E ? elem<DT>::load(p.wg, (size_t)r * E + e0 + b) : 0.f;
+    for (int h0 = 0, buf = 0; h0 < H; h0 += 32, buf ^= 1) {
+      double *chunk = wchunk + buf * 32 * GATE_WLD;
+      chunk[r * GATE_WLD + b] = (double)wnext;
+      float xf[4];
+#pragma unroll
+      for (int a = 0; a < 4; a++)
+        xf[a] = a < nt ? elem<DT>::load(x, (size_t)(tw + a) * H + h0 + lane) : 0.f;
+      __syncthreads(); /* chunk complete; the other buffer is free again */
+      if (h0 + 32 < H)
+        wnext = e0 + b < E ? elem<DT>::load(p.wg, (size_t)(h0 + 32 + r) * E + e0 + b) : 0.f;
       if (nt > 0) {
-        double xv[4];
+        const double *wr = chunk + lane * GATE_WLD;
+        double xd[4];
 #pragma unroll
-        for (int a = 0; a < 4; a++)
-          xv[a] = a < nt ? (double)elem<DT>::load(x, (size_t)(tw + a) * H + h0 + lane) : 0.0;
-        const double *wr = wchunk + lane * GATE_WLD;
+        for (int a = 0; a < 4; a++) xd[a] = (double)xf[a];
 #pragma unroll
-        for (int b = 0; b < GATE_EG; b++) {
-          const double w = wr[b];
+        for (int q = 0; q < GATE_EG; q++) {
+          const double w = wr[q];
 #pragma unroll
-          for (int a = 0; a < 4; a++) acc[a][b] = __dadd_rn(acc[a][b], __dmul_rn(xv[a], w));
+          for (int a = 0; a < 4; a++) acc[a][q] = __dadd_rn(acc[a][q], __dmul_rn(xd[a], w));
         }
       }
-      __syncthreads();
     }
     if (nt > 0) {
 #pragma unroll
       for (int a = 0; a < 4; a++)
 #pragma unroll
-        for (int b = 0; b < GATE_EG; b++) {
-          double v = acc[a][b];
+        for (int q = 0; q < GATE_EG; q++) {
+          double v = acc[a][q];
           for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
-          if (lane == 0 && a < nt && e0 + b < E) lg[(warp * per_warp + a) * E + e0 + b] = (float)v;
+          if (lane == 0 && a < nt && e0 + q < E) lg[(warp * per_warp + a) * E + e0 + q] = (float)v;
         }
     }
+    __syncthreads(); /* both chunk buffers are reused by the next group */
   }
-  __syncthreads();
 }
 
 template <int DT>
