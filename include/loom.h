@@ -154,7 +154,9 @@ loom_result_t loom_comm_create(ncclComm_t nccl, const loom_comm_config_t *config
  *   config  [in]  as for loom_comm_create (applies to every rank).
  *   comms   [out] array of ndev handles; comms[i] is rank i on devlist[i].
  * Not collective (it is the whole group). Synchronises the host. The loom
- * communicators own their NCCL communicators and destroy them.
+ * communicators own their NCCL communicators and destroy them. loom never
+ * uses NVLink multicast: if NCCL_NVLS_ENABLE is unset in the environment,
+ * this call sets it to 0 before creating the NCCL communicators.
  * Errors: as loom_comm_create; on error every comms[i] is NULL. */
 loom_result_t loom_comm_create_all(int ndev, const int *devlist,
                                    const loom_comm_config_t *config,
