@@ -52,12 +52,13 @@ CC ?= gcc
 CFLAGS := -std=c11 -O2 -g -Wall -Wextra -Werror -fPIC -D_GNU_SOURCE $(INCLUDES)
 NVCCFLAGS := -std=c++17 -O3 $(ARCH) -lineinfo -Xptxas -warn-spills,-warn-lmem-usage \
              -Xcompiler -fPIC,-Wall $(INCLUDES)
-LDLIBS := -L$(CUDA_HOME)/lib64 -lcudart -L$(NCCL_LIBDIR) $(NCCL_LINK) \
+LDLIBS := -L$(CUDA_HOME)/lib64 -lcublas -lcudart -L$(NCCL_LIBDIR) $(NCCL_LINK) \
           -Wl,-rpath,$(NCCL_LIBDIR) -Wl,-rpath,$(CUDA_HOME)/lib64 -lstdc++ -lpthread -ldl -lm
 
 # ---- sources -------------------------------------------------------------------
-LIB_C := $(wildcard src/host/*.c) $(wildcard src/reference/*.c)
-LIB_CU := $(wildcard src/device/runtime/*.cu) $(wildcard src/device/ops/*.cu)
+LIB_C := $(wildcard src/host/*.c) $(wildcard src/reference/*.c) $(wildcard src/baseline/*.c)
+LIB_CU := $(wildcard src/device/runtime/*.cu) $(wildcard src/device/ops/*.cu) \
+          $(wildcard src/baseline/*.cu)
 LIB_OBJ := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(LIB_CU:%.cu=$(BUILD)/obj/%.o)
 HEADERS := $(wildcard include/*.h src/*/*.h src/device/*/*.h src/device/*/*.cuh tests/*.h)
 

@@ -17,5 +17,8 @@ run "$dir/test_exchange" multi
 # so the subset still mixes them) plus determinism, graph and fault cases.
 run "$dir/test_moe" single
 run "$dir/test_moe" multi --every 7
+# Bulk-synchronous baseline (src/baseline) against the reference. Added
+# 2026-11-21 without a GPU run: its first run is still to come.
+run "$dir/test_baseline"
 echo "gpu-test: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,0 +1,43 @@
+/*
+ * The MoE layer forward the conventional, bulk-synchronous way — the
+ * baseline `loom moe` is compared with: cuBLAS gate GEMM + top-k kernel,
+ * permutation, NCCL all-to-all-v (grouped send/recv) after a host-side
+ * exchange of the row counts, per-(source, expert) cuBLAS GEMMs with an
+ * activation kernel between them, the reverse all-to-all-v and a weighted
+ * combine. Same function as the fused kernel (dropless only), same layouts
+ * and config struct (include/loom.h).
+ *
+ * Internal (not in loom.h). Each rank is driven by its own host thread:
+ * a forward synchronises the host once, to learn how many rows it receives.
+ */
+#ifndef LOOM_BASELINE_H
+#define LOOM_BASELINE_H
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "loom.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct loom_baseline *loom_baseline_t;
+
+/* One rank. `nccl` is borrowed; the current device must be its device.
+ * capacity_factor > 0 is LOOM_UNSUPPORTED (the baseline is dropless). */
+loom_result_t loom_baseline_create(ncclComm_t nccl, const loom_moe_config_t *config,
+                                   loom_baseline_t *out);
+loom_result_t loom_baseline_set_weights(loom_baseline_t b, const void *gate_w, const void *w1,
+                                        const void *w2);
+/* Collective; enqueues on `stream` and synchronises it once mid-way.
+ * ids_out / wts_out (both or neither, device, [T x top_k]): the routing. */
+loom_result_t loom_baseline_forward(loom_baseline_t b, const void *x, int64_t num_tokens,
+                                    void *y, int32_t *ids_out, float *wts_out,
+                                    cudaStream_t stream);
+loom_result_t loom_baseline_destroy(loom_baseline_t b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
