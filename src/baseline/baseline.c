@@ -137,11 +137,13 @@ loom_result_t loom_baseline_set_weights(loom_baseline_t b, const void *gate_w, c
 }
 
 /* Row-major C[m x n] = A[m x k] * B[k x n] with cuBLAS (column-major): the
- * same bytes are C^T = B^T * A^T. C is fp32 or the layer's dtype. */
+ * same bytes are C^T = B^T * A^T. C is fp32 or the layer's dtype. tf32:
+ * let fp32 inputs run on TF32 tensor cores (the experts under
+ * LOOM_MATH_TF32; never the router, whose top-k TF32 error would flip). */
 static cublasStatus_t gemm_rm(const struct loom_baseline *b, int m, int n, int k, const void *A,
-                              const void *B, void *C, cudaDataType_t ctype) {
+                              const void *B, void *C, cudaDataType_t ctype, int tf32) {
   const float one = 1.f, zero = 0.f;
-  const cublasComputeType_t ct = b->dtype == LOOM_FP32 && b->math == LOOM_MATH_TF32
+  const cublasComputeType_t ct = tf32 && b->dtype == LOOM_FP32 && b->math == LOOM_MATH_TF32
                                      ? CUBLAS_COMPUTE_32F_FAST_TF32
                                      : CUBLAS_COMPUTE_32F;
   return cublasGemmEx(b->blas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, B, cuda_type(b->dtype), n, A,
@@ -167,7 +169,7 @@ loom_result_t loom_baseline_forward(loom_baseline_t b, const void *x, int64_t nu
 
   /* gate and routing */
   CUDA_CHECK(cudaMemsetAsync(b->counts, 0, (size_t)E * sizeof(int32_t), s));
-  if (T > 0) BLAS_CHECK(gemm_rm(b, T, E, H, x, b->wg, b->logits, CUDA_R_32F));
+  if (T > 0) BLAS_CHECK(gemm_rm(b, T, E, H, x, b->wg, b->logits, CUDA_R_32F, 0));
   CUDA_CHECK(baseline_route(b->logits, T, E, K, b->normalize, b->ids, b->wts, b->counts, s));
   CUDA_CHECK(baseline_permute(x, T, K, E, b->row_bytes, b->ids, b->counts, b->cursor, b->row_of,
                               b->send, s));
@@ -212,7 +214,7 @@ loom_result_t loom_baseline_forward(loom_baseline_t b, const void *x, int64_t nu
       if (rows > 0)
         BLAS_CHECK(gemm_rm(b, rows, fw, H, (const char *)b->recv + row * b->row_bytes,
                            (const char *)b->w1 + (size_t)le * H * fw * b->es,
-                           b->pre + row * fw, CUDA_R_32F));
+                           b->pre + row * fw, CUDA_R_32F, 1));
       row += rows;
     }
   CUDA_CHECK(baseline_activate(b->pre, b->h, row, F, b->act, b->gated, b->dtype, s));
@@ -223,7 +225,7 @@ loom_result_t loom_baseline_forward(loom_baseline_t b, const void *x, int64_t nu
       if (rows > 0)
         BLAS_CHECK(gemm_rm(b, rows, H, F, (const char *)b->h + (size_t)row * F * b->es,
                            (const char *)b->w2 + (size_t)le * F * H * b->es,
-                           (char *)b->out + row * b->row_bytes, cuda_type(b->dtype)));
+                           (char *)b->out + row * b->row_bytes, cuda_type(b->dtype), 1));
       row += rows;
     }
   /* return and combine */
