@@ -103,6 +103,11 @@ static int parse_moe_option(const char *a, const char *v, cli_options *o) {
     o->check_tokens = (int)n;
     return 0;
   }
+  if (strcmp(a, "--json") == 0) {
+    if (*v == '\0') return -1;
+    o->json = v;
+    return 0;
+  }
   return 1;
 }
 

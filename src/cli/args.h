@@ -54,6 +54,7 @@ typedef struct {
   int dtype;           /* --dtype: index into cli_dtype_names */
   int act;             /* --act: index into cli_act_names */
   int check_tokens;    /* --check-tokens N: tokens per GPU verified */
+  const char *json;    /* --json FILE: also write the results there, or NULL */
 } cli_options;
 
 /* Fill defaults, then parse argv[1..argc). On error writes a message into

@@ -34,7 +34,8 @@ static void usage(FILE *f) {
           "  --topk K             experts per token, 1..16 (default 2)\n"
           "  --dtype D            fp32 (on TF32), bf16 or fp16 (default bf16)\n"
           "  --act A              relu, gelu, silu or swiglu (default silu)\n"
-          "  --check-tokens N     tokens per GPU verified before timing (default 64)\n");
+          "  --check-tokens N     tokens per GPU verified before timing (default 64)\n"
+          "  --json FILE          also write the results to FILE as JSON\n");
 }
 
 int main(int argc, char **argv) {

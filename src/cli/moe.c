@@ -35,6 +35,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cli.h"
+#include "report.h"
 #include "loom.h"
 #include "reference/reference.h"
 
@@ -139,10 +140,7 @@ typedef struct {
   int *sample; /* sampled token indices, ascending */
 } moe_bench;
 
-typedef struct {
-  int T;
-  double med_us, min_us, max_us, tflops, remote_mb, gbps;
-} moe_row;
+typedef cli_moe_row moe_row;
 
 /* ---- small helpers --------------------------------------------------------------- */
 
@@ -641,8 +639,8 @@ static int time_iterations(moe_bench *b, double *us) {
 
 /* Where the time went in the last timed iteration: the end of each phase,
  * max over blocks and GPUs (loom_moe_stats_t.phase_end_ns). */
-static int print_phases(moe_bench *b) {
-  double phase[5] = {0};
+static int print_phases(moe_bench *b, double phase[5]) {
+  for (int i = 0; i < 5; i++) phase[i] = 0;
   for (int d = 0; d < b->ngpu; d++) {
     loom_moe_stats_t st;
     CUDA_OK(cudaSetDevice(d));
@@ -667,7 +665,7 @@ static int run_tokens(moe_bench *b, int T, moe_row *row) {
     free(us);
     return -1;
   }
-  if (print_phases(b) != 0) {
+  if (print_phases(b, row->phase_us) != 0) {
     free(us);
     return -1;
   }
@@ -746,6 +744,32 @@ static int teardown(moe_bench *b) {
   return rc;
 }
 
+/* --json: the same rows, machine-readable. */
+static int write_json(const moe_bench *b, const moe_row *rows, int n) {
+  if (b->o->json == NULL) return 0;
+  struct cudaDeviceProp p;
+  cli_moe_run run;
+  run.gpus = b->ngpu;
+  run.device = cudaGetDeviceProperties(&p, 0) == cudaSuccess ? p.name : "?";
+  run.experts = (long long)b->E;
+  run.top_k = (long long)b->k;
+  run.hidden = (long long)b->H;
+  run.ffn = (long long)b->F;
+  run.dtype = loom_dtype_string(b->dtype);
+  run.act = cli_act_names[b->act];
+  run.iters = b->o->iters;
+  run.warmup = b->o->warmup;
+  FILE *f = fopen(b->o->json, "w");
+  if (f == NULL) {
+    fprintf(stderr, "loom moe: cannot write %s\n", b->o->json);
+    return -1;
+  }
+  int rc = cli_write_moe_json(f, &run, rows, n);
+  if (fclose(f) != 0) rc = -1;
+  if (rc != 0) fprintf(stderr, "loom moe: error writing %s\n", b->o->json);
+  return rc;
+}
+
 static int setup(moe_bench *b) {
   if (create_comms(b) != 0) return -1;
   for (int d = 0; d < b->ngpu; d++)
@@ -774,7 +798,7 @@ int cli_moe(const cli_options *o) {
     }
     if (ok && n == o->ntokens) {
       print_table(rows, n);
-      rc = 0;
+      rc = write_json(b, rows, n) == 0 ? 0 : 1;
     }
     if (teardown(b) != 0) rc = 1;
   }

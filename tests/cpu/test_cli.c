@@ -1,7 +1,10 @@
 /* CLI parsing: sizes, integers, lists and the option set of `loom`. */
 #include <string.h>
 
+#include <stdio.h>
+
 #include "cli/args.h"
+#include "cli/report.h"
 #include "../check.h"
 
 static int parse(cli_options *o, char *err, int argc, const char **argv) {
@@ -85,6 +88,46 @@ static void test_moe_options(void) {
         "info after moe options");
 }
 
+/* --json parsing and the JSON writer, read back as text. */
+static void test_json(void) {
+  cli_options o;
+  char err[256];
+  const char *a1[] = {"loom", "moe", "--json", "out.json"};
+  CHECK(parse(&o, err, 4, a1) == 0 && o.json != NULL && strcmp(o.json, "out.json") == 0,
+        "--json FILE");
+  const char *a2[] = {"loom", "moe", "--json", ""};
+  CHECK(parse(&o, err, 4, a2) == -1 && strstr(err, "--json"), "--json needs a name");
+  const char *a3[] = {"loom", "moe"};
+  CHECK(parse(&o, err, 2, a3) == 0 && o.json == NULL, "no --json by default");
+
+  cli_moe_run run = {4, "NVIDIA \"H200\"", 32, 2, 2048, 2048, "bf16", "silu", 20, 3};
+  cli_moe_row rows[2] = {{4096, 1240.0, 1236.6, 1242.2, 110.8, 50.55, 40.8, {150, 177, 279, 1161, 1225}},
+                         {8192, 2249.7, 2245.0, 2264.8, 122.2, 100.77, 44.8, {295, 349, 592, 2106, 2238}}};
+  FILE *f = tmpfile();
+  CHECK(f != NULL, "tmpfile");
+  if (f == NULL) return;
+  CHECK(cli_write_moe_json(f, &run, rows, 2) == 0, "json written");
+  char buf[4096] = {0};
+  rewind(f);
+  const size_t got = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  CHECK(got > 0 && buf[0] == '{' && strstr(buf, "\n}\n") != NULL, "one object: %s", buf);
+  CHECK(strstr(buf, "\"gpus\": 4,") && strstr(buf, "\"experts\": 32,") &&
+            strstr(buf, "\"dtype\": \"bf16\"") && strstr(buf, "\"act\": \"silu\""),
+        "header fields: %s", buf);
+  CHECK(strstr(buf, "\"device\": \"NVIDIA \\\"H200\\\"\""), "quotes escaped: %s", buf);
+  CHECK(strstr(buf, "{\"tokens_per_gpu\": 4096, \"median_us\": 1240.000") &&
+            strstr(buf, "{\"tokens_per_gpu\": 8192, \"median_us\": 2249.700") &&
+            strstr(buf, "\"experts\": 2106.0, \"combine\": 2238.0}}"),
+        "rows: %s", buf);
+  int braces = 0, brackets = 0;
+  for (const char *p = buf; *p; p++) {
+    braces += *p == '{' ? 1 : *p == '}' ? -1 : 0;
+    brackets += *p == '[' ? 1 : *p == ']' ? -1 : 0;
+  }
+  CHECK(braces == 0 && brackets == 0, "balanced: %d %d", braces, brackets);
+}
+
 int main(void) {
   uint64_t v = 0;
   CHECK(cli_parse_size("123", &v) == 0 && v == 123, "plain");
@@ -127,5 +170,6 @@ int main(void) {
             o.experts == 32 && o.topk == 2 && o.dtype == 1 && o.act == 2 && o.check_tokens == 64,
         "moe defaults are FlashDMoE's setup, bf16, silu, whatever the command");
   test_moe_options();
+  test_json();
   return check_summary("test_cli");
 }
