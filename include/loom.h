@@ -399,7 +399,8 @@ loom_result_t loom_moe_forward(loom_moe_t moe, const void *x, int64_t num_tokens
                                cudaStream_t stream);
 
 /* Free the layer's buffers (waits for the device). NULL is a no-op. Not
- * collective. */
+ * collective. Destroy every layer before the communicator it was created
+ * on (the layer uses the communicator's device and window). */
 loom_result_t loom_moe_destroy(loom_moe_t moe);
 
 #ifdef __cplusplus
