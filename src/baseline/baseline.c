@@ -150,6 +150,31 @@ static cublasStatus_t gemm_rm(const struct loom_baseline *b, int m, int n, int k
                       cuda_type(b->dtype), k, &zero, C, ctype, n, ct, CUBLAS_GEMM_DEFAULT);
 }
 
+/* All-to-all-v of rows: rows [send_off[d], send_off[d+1]) of `send` go to
+ * rank d, rows from rank d land at [recv_off[d], recv_off[d+1]) of `recv`;
+ * grouped NCCL send/recv, on stream s. */
+static loom_result_t alltoallv(const struct loom_baseline *b, const void *send,
+                               const int64_t *send_off, void *recv, const int64_t *recv_off,
+                               cudaStream_t s) {
+  loom_result_t res = LOOM_SUCCESS;
+  const ncclDataType_t nt = nccl_type(b->dtype);
+  NCCL_CHECK(ncclGroupStart());
+  for (int d = 0; d < b->R; d++) {
+    const int64_t sn = send_off[d + 1] - send_off[d], rn = recv_off[d + 1] - recv_off[d];
+    if (sn > 0)
+      NCCL_CHECK(ncclSend((const char *)send + send_off[d] * b->row_bytes, (size_t)sn * b->H, nt,
+                          d, b->nccl, s));
+    if (rn > 0)
+      NCCL_CHECK(ncclRecv((char *)recv + recv_off[d] * b->row_bytes, (size_t)rn * b->H, nt, d,
+                          b->nccl, s));
+  }
+  NCCL_CHECK(ncclGroupEnd());
+  return LOOM_SUCCESS;
+fail:
+  ncclGroupEnd();
+  return res;
+}
+
 loom_result_t loom_baseline_forward(loom_baseline_t b, const void *x, int64_t num_tokens, void *y,
                                     int32_t *ids_out, float *wts_out, cudaStream_t s) {
   loom_clear_error();
@@ -163,7 +188,6 @@ loom_result_t loom_baseline_forward(loom_baseline_t b, const void *x, int64_t nu
   loom_result_t res = LOOM_SUCCESS;
   const int T = (int)num_tokens, E = b->E, K = b->K, El = b->El, R = b->R, H = b->H, F = b->F;
   const int fw = b->gated ? 2 * F : F;
-  const ncclDataType_t nt = nccl_type(b->dtype);
   CUDA_CHECK(cudaSetDevice(b->device));
   BLAS_CHECK(cublasSetStream(b->blas, s));
 
@@ -194,17 +218,7 @@ loom_result_t loom_baseline_forward(loom_baseline_t b, const void *x, int64_t nu
     recv_off[d + 1] = recv_off[d] + rr;
   }
   /* dispatch */
-  NCCL_CHECK(ncclGroupStart());
-  for (int d = 0; d < R; d++) {
-    const int64_t sn = send_off[d + 1] - send_off[d], rn = recv_off[d + 1] - recv_off[d];
-    if (sn > 0)
-      NCCL_CHECK(ncclSend((const char *)b->send + send_off[d] * b->row_bytes, (size_t)sn * H, nt,
-                          d, b->nccl, s));
-    if (rn > 0)
-      NCCL_CHECK(ncclRecv((char *)b->recv + recv_off[d] * b->row_bytes, (size_t)rn * H, nt, d,
-                          b->nccl, s));
-  }
-  NCCL_CHECK(ncclGroupEnd());
+  LOOM_CHECK(alltoallv(b, b->send, send_off, b->recv, recv_off, s));
   /* experts: GEMM0 per (source, local expert) segment, one activation pass,
    * GEMM1 per segment */
   int64_t row = 0;
@@ -228,18 +242,8 @@ loom_result_t loom_baseline_forward(loom_baseline_t b, const void *x, int64_t nu
                            (char *)b->out + row * b->row_bytes, cuda_type(b->dtype), 1));
       row += rows;
     }
-  /* return and combine */
-  NCCL_CHECK(ncclGroupStart());
-  for (int d = 0; d < R; d++) {
-    const int64_t sn = send_off[d + 1] - send_off[d], rn = recv_off[d + 1] - recv_off[d];
-    if (rn > 0)
-      NCCL_CHECK(ncclSend((const char *)b->out + recv_off[d] * b->row_bytes, (size_t)rn * H, nt,
-                          d, b->nccl, s));
-    if (sn > 0)
-      NCCL_CHECK(ncclRecv((char *)b->ret + send_off[d] * b->row_bytes, (size_t)sn * H, nt, d,
-                          b->nccl, s));
-  }
-  NCCL_CHECK(ncclGroupEnd());
+  /* return and combine: the same exchange with the roles swapped */
+  LOOM_CHECK(alltoallv(b, b->out, recv_off, b->ret, send_off, s));
   CUDA_CHECK(baseline_combine(b->ret, b->row_of, b->wts, T, K, H, b->dtype, y, s));
   if (ids_out != NULL && T > 0) {
     CUDA_CHECK(cudaMemcpyAsync(ids_out, b->ids, (size_t)T * K * sizeof(int32_t),
