@@ -27,7 +27,17 @@ struct loom_baseline {
   float *pre;               /* [recv_max][F or 2F] GEMM0 output, fp32 */
   void *h;                  /* [recv_max][F] after the activation */
   /* host */
-  int32_t *h_counts, *h_recv; /* [E] each */
+  int32_t *h_counts, *h_recv; /* [E] each, pinned: rows per (peer, local expert) */
+  int64_t *tok_off, *exp_off; /* [E] row offsets of each (peer, local expert)
+                                 segment: token side (send, ret; grouped by
+                                 global expert) and expert side (recv, out;
+                                 grouped by local expert, then source) */
+  int64_t bytes_remote;       /* last forward: bytes sent to other ranks */
+  /* grouped mode (LOOM_BASELINE_GEMM=grouped): one cublasGemmGroupedBatchedEx
+   * per GEMM instead of a loop over experts; pointer arrays staged through
+   * pinned memory */
+  int grouped;
+  const void **h_ptr, **d_ptr; /* [6 * El]: A, B, C of GEMM0 then GEMM1 */
 };
 
 #define BLAS_CHECK(call)                                                       \
@@ -54,6 +64,10 @@ static void release(struct loom_baseline *b) {
     if (dev[i] != NULL) cudaFree(dev[i]);
   if (b->h_counts != NULL) cudaFreeHost(b->h_counts);
   if (b->h_recv != NULL) cudaFreeHost(b->h_recv);
+  if (b->h_ptr != NULL) cudaFreeHost((void *)b->h_ptr);
+  if (b->d_ptr != NULL) cudaFree((void *)b->d_ptr);
+  free(b->tok_off);
+  free(b->exp_off);
   if (b->blas != NULL) cublasDestroy(b->blas);
   free(b);
 }
@@ -117,6 +131,18 @@ loom_result_t loom_baseline_create(ncclComm_t nccl, const loom_moe_config_t *con
   CUDA_CHECK(cudaMalloc(&b->h, (size_t)b->recv_max * b->F * b->es));
   CUDA_CHECK(cudaHostAlloc((void **)&b->h_counts, (size_t)b->E * sizeof(int32_t), 0));
   CUDA_CHECK(cudaHostAlloc((void **)&b->h_recv, (size_t)b->E * sizeof(int32_t), 0));
+  b->tok_off = (int64_t *)malloc((size_t)b->E * sizeof(int64_t));
+  b->exp_off = (int64_t *)malloc((size_t)b->E * sizeof(int64_t));
+  if (b->tok_off == NULL || b->exp_off == NULL) {
+    res = loom_set_error(LOOM_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    goto fail;
+  }
+  const char *mode = getenv("LOOM_BASELINE_GEMM");
+  b->grouped = mode != NULL && strcmp(mode, "grouped") == 0;
+  if (b->grouped) {
+    CUDA_CHECK(cudaHostAlloc((void **)&b->h_ptr, (size_t)6 * b->El * sizeof(void *), 0));
+    CUDA_CHECK(cudaMalloc((void **)&b->d_ptr, (size_t)6 * b->El * sizeof(void *)));
+  }
   *out = b;
   return LOOM_SUCCESS;
 fail:
@@ -150,28 +176,93 @@ static cublasStatus_t gemm_rm(const struct loom_baseline *b, int m, int n, int k
                       cuda_type(b->dtype), k, &zero, C, ctype, n, ct, CUBLAS_GEMM_DEFAULT);
 }
 
-/* All-to-all-v of rows: rows [send_off[d], send_off[d+1]) of `send` go to
- * rank d, rows from rank d land at [recv_off[d], recv_off[d+1]) of `recv`;
- * grouped NCCL send/recv, on stream s. */
-static loom_result_t alltoallv(const struct loom_baseline *b, const void *send,
-                               const int64_t *send_off, void *recv, const int64_t *recv_off,
-                               cudaStream_t s) {
+/* All-to-all-v of rows in (peer, local expert) segments: segment
+ * i = d * El + le has from_cnt[i] rows at row from_off[i] of `from`, sent to
+ * rank d, and to_cnt[i] rows arriving from rank d at row to_off[i] of `to`.
+ * Grouped NCCL send/recv on stream s. The dispatch runs it token side ->
+ * expert side, the return expert side -> token side. */
+static loom_result_t exchange(const struct loom_baseline *b, const void *from,
+                              const int64_t *from_off, const int32_t *from_cnt, void *to,
+                              const int64_t *to_off, const int32_t *to_cnt, cudaStream_t s) {
   loom_result_t res = LOOM_SUCCESS;
   const ncclDataType_t nt = nccl_type(b->dtype);
   NCCL_CHECK(ncclGroupStart());
-  for (int d = 0; d < b->R; d++) {
-    const int64_t sn = send_off[d + 1] - send_off[d], rn = recv_off[d + 1] - recv_off[d];
-    if (sn > 0)
-      NCCL_CHECK(ncclSend((const char *)send + send_off[d] * b->row_bytes, (size_t)sn * b->H, nt,
-                          d, b->nccl, s));
-    if (rn > 0)
-      NCCL_CHECK(ncclRecv((char *)recv + recv_off[d] * b->row_bytes, (size_t)rn * b->H, nt, d,
+  for (int i = 0; i < b->R * b->El; i++) {
+    const int d = i / b->El;
+    if (from_cnt[i] > 0)
+      NCCL_CHECK(ncclSend((const char *)from + from_off[i] * b->row_bytes,
+                          (size_t)from_cnt[i] * b->H, nt, d, b->nccl, s));
+    if (to_cnt[i] > 0)
+      NCCL_CHECK(ncclRecv((char *)to + to_off[i] * b->row_bytes, (size_t)to_cnt[i] * b->H, nt, d,
                           b->nccl, s));
   }
   NCCL_CHECK(ncclGroupEnd());
   return LOOM_SUCCESS;
 fail:
   ncclGroupEnd();
+  return res;
+}
+
+/* One expert GEMM (0: recv -> pre, 1: h -> out) for every local expert with
+ * rows, rows[le] starting at row first[le] of the expert side. */
+static loom_result_t expert_gemms(struct loom_baseline *b, int which, const int64_t *first,
+                                  const int64_t *rows, cudaStream_t s) {
+  loom_result_t res = LOOM_SUCCESS;
+  const int H = b->H, F = b->F, fw = b->gated ? 2 * F : F;
+  const int n = which == 0 ? fw : H, k = which == 0 ? H : F;
+  const size_t a_row = which == 0 ? b->row_bytes : (size_t)F * b->es;
+  const size_t c_row = which == 0 ? (size_t)fw * sizeof(float) : b->row_bytes;
+  const char *A = which == 0 ? (const char *)b->recv : (const char *)b->h;
+  const char *B = which == 0 ? (const char *)b->w1 : (const char *)b->w2;
+  char *C = which == 0 ? (char *)b->pre : (char *)b->out;
+  const cudaDataType_t ct = which == 0 ? CUDA_R_32F : cuda_type(b->dtype);
+  if (!b->grouped) {
+    for (int le = 0; le < b->El; le++)
+      if (rows[le] > 0)
+        BLAS_CHECK(gemm_rm(b, (int)rows[le], n, k, A + first[le] * a_row,
+                           B + (size_t)le * k * n * b->es, C + first[le] * c_row, ct, 1));
+    return LOOM_SUCCESS;
+  }
+  /* grouped: one group per expert with rows (each group one problem) */
+  enum { MAXG = 1024 };
+  int m_a[MAXG], n_a[MAXG], k_a[MAXG], lda[MAXG], ldb[MAXG], ldc[MAXG], size[MAXG];
+  float alpha[MAXG], beta[MAXG];
+  cublasOperation_t op[MAXG];
+  const void **hp = b->h_ptr + (size_t)which * 3 * b->El;
+  const void **dp = b->d_ptr + (size_t)which * 3 * b->El;
+  int g = 0;
+  for (int le = 0; le < b->El && le < MAXG; le++) {
+    if (rows[le] == 0) continue;
+    /* column-major view: C^T[n x rows] = B^T[n x k] * A^T[k x rows] */
+    m_a[g] = n;
+    n_a[g] = (int)rows[le];
+    k_a[g] = k;
+    lda[g] = n;
+    ldb[g] = k;
+    ldc[g] = n;
+    size[g] = 1;
+    alpha[g] = 1.f;
+    beta[g] = 0.f;
+    op[g] = CUBLAS_OP_N;
+    hp[g] = B + (size_t)le * k * n * b->es;
+    hp[b->El + g] = A + first[le] * a_row;
+    hp[2 * b->El + g] = C + first[le] * c_row;
+    g++;
+  }
+  if (g == 0) return LOOM_SUCCESS;
+  /* the host array is rewritten only after the next forward's
+   * synchronisation, which orders it after this copy */
+  CUDA_CHECK(cudaMemcpyAsync((void *)dp, (const void *)hp, (size_t)3 * b->El * sizeof(void *),
+                             cudaMemcpyHostToDevice, s));
+  const cublasComputeType_t cpt = b->dtype == LOOM_FP32 && b->math == LOOM_MATH_TF32
+                                      ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                      : CUBLAS_COMPUTE_32F;
+  BLAS_CHECK(cublasGemmGroupedBatchedEx(
+      b->blas, op, op, m_a, n_a, k_a, alpha, (const void *const *)dp, cuda_type(b->dtype), lda,
+      (const void *const *)(dp + b->El), cuda_type(b->dtype), ldb, beta,
+      (void *const *)(dp + 2 * b->El), ct, ldc, g, size, cpt));
+  return LOOM_SUCCESS;
+fail:
   return res;
 }
 
@@ -186,14 +277,13 @@ loom_result_t loom_baseline_forward(loom_baseline_t b, const void *x, int64_t nu
   LOOM_ARG(num_tokens == 0 || (x != NULL && y != NULL), fn, "x and y must be set");
   LOOM_ARG((ids_out == NULL) == (wts_out == NULL), fn, "ids_out and wts_out: both or neither");
   loom_result_t res = LOOM_SUCCESS;
-  const int T = (int)num_tokens, E = b->E, K = b->K, El = b->El, R = b->R, H = b->H, F = b->F;
-  const int fw = b->gated ? 2 * F : F;
+  const int T = (int)num_tokens, E = b->E, K = b->K, El = b->El, R = b->R, F = b->F;
   CUDA_CHECK(cudaSetDevice(b->device));
   BLAS_CHECK(cublasSetStream(b->blas, s));
 
   /* gate and routing */
   CUDA_CHECK(cudaMemsetAsync(b->counts, 0, (size_t)E * sizeof(int32_t), s));
-  if (T > 0) BLAS_CHECK(gemm_rm(b, T, E, H, x, b->wg, b->logits, CUDA_R_32F, 0));
+  if (T > 0) BLAS_CHECK(gemm_rm(b, T, E, b->H, x, b->wg, b->logits, CUDA_R_32F, 0));
   CUDA_CHECK(baseline_route(b->logits, T, E, K, b->normalize, b->ids, b->wts, b->counts, s));
   CUDA_CHECK(baseline_permute(x, T, K, E, b->row_bytes, b->ids, b->counts, b->cursor, b->row_of,
                               b->send, s));
@@ -206,45 +296,33 @@ loom_result_t loom_baseline_forward(loom_baseline_t b, const void *x, int64_t nu
   CUDA_CHECK(cudaMemcpyAsync(b->h_recv, b->recv_counts, (size_t)E * sizeof(int32_t),
                              cudaMemcpyDeviceToHost, s));
   CUDA_CHECK(cudaStreamSynchronize(s));
-  int64_t send_off[LOOM_MOE_MAX_RANKS + 1], recv_off[LOOM_MOE_MAX_RANKS + 1];
-  send_off[0] = recv_off[0] = 0;
-  for (int d = 0; d < R; d++) {
-    int64_t sr = 0, rr = 0;
-    for (int le = 0; le < El; le++) {
-      sr += b->h_counts[d * El + le];
-      rr += b->h_recv[d * El + le];
-    }
-    send_off[d + 1] = send_off[d] + sr;
-    recv_off[d + 1] = recv_off[d] + rr;
+  /* segment offsets: token side in global expert order (= the permutation's
+   * groups), expert side by local expert then source, so each expert's rows
+   * are contiguous and its GEMM is one call */
+  int64_t first[LOOM_MOE_MAX_EXPERTS], rows[LOOM_MOE_MAX_EXPERTS], off = 0, remote = 0;
+  for (int e = 0; e < E; e++) {
+    b->tok_off[e] = off;
+    off += b->h_counts[e];
   }
-  /* dispatch */
-  LOOM_CHECK(alltoallv(b, b->send, send_off, b->recv, recv_off, s));
-  /* experts: GEMM0 per (source, local expert) segment, one activation pass,
-   * GEMM1 per segment */
-  int64_t row = 0;
-  for (int src = 0; src < R; src++)
-    for (int le = 0; le < El; le++) {
-      const int rows = b->h_recv[src * El + le];
-      if (rows > 0)
-        BLAS_CHECK(gemm_rm(b, rows, fw, H, (const char *)b->recv + row * b->row_bytes,
-                           (const char *)b->w1 + (size_t)le * H * fw * b->es,
-                           b->pre + row * fw, CUDA_R_32F, 1));
-      row += rows;
+  off = 0;
+  for (int le = 0; le < El; le++) {
+    first[le] = off;
+    for (int src = 0; src < R; src++) {
+      b->exp_off[src * El + le] = off;
+      off += b->h_recv[src * El + le];
+      if (src != b->rank)
+        remote += (int64_t)b->h_counts[src * El + le] + b->h_recv[src * El + le];
     }
-  CUDA_CHECK(baseline_activate(b->pre, b->h, row, F, b->act, b->gated, b->dtype, s));
-  row = 0;
-  for (int src = 0; src < R; src++)
-    for (int le = 0; le < El; le++) {
-      const int rows = b->h_recv[src * El + le];
-      if (rows > 0)
-        BLAS_CHECK(gemm_rm(b, rows, H, F, (const char *)b->h + (size_t)row * F * b->es,
-                           (const char *)b->w2 + (size_t)le * F * H * b->es,
-                           (char *)b->out + row * b->row_bytes, cuda_type(b->dtype), 1));
-      row += rows;
-    }
-  /* return and combine: the same exchange with the roles swapped */
-  LOOM_CHECK(alltoallv(b, b->out, recv_off, b->ret, send_off, s));
-  CUDA_CHECK(baseline_combine(b->ret, b->row_of, b->wts, T, K, H, b->dtype, y, s));
+    rows[le] = off - first[le];
+  }
+  b->bytes_remote = remote * (int64_t)b->row_bytes;
+  /* dispatch, experts (GEMM0, activation over all rows, GEMM1), return */
+  LOOM_CHECK(exchange(b, b->send, b->tok_off, b->h_counts, b->recv, b->exp_off, b->h_recv, s));
+  LOOM_CHECK(expert_gemms(b, 0, first, rows, s));
+  CUDA_CHECK(baseline_activate(b->pre, b->h, off, F, b->act, b->gated, b->dtype, s));
+  LOOM_CHECK(expert_gemms(b, 1, first, rows, s));
+  LOOM_CHECK(exchange(b, b->out, b->exp_off, b->h_recv, b->ret, b->tok_off, b->h_counts, s));
+  CUDA_CHECK(baseline_combine(b->ret, b->row_of, b->wts, T, K, b->H, b->dtype, y, s));
   if (ids_out != NULL && T > 0) {
     CUDA_CHECK(cudaMemcpyAsync(ids_out, b->ids, (size_t)T * K * sizeof(int32_t),
                                cudaMemcpyDeviceToDevice, s));
@@ -255,6 +333,8 @@ loom_result_t loom_baseline_forward(loom_baseline_t b, const void *x, int64_t nu
 fail:
   return res;
 }
+
+int64_t loom_baseline_bytes_remote(loom_baseline_t b) { return b == NULL ? 0 : b->bytes_remote; }
 
 loom_result_t loom_baseline_destroy(loom_baseline_t b) {
   loom_clear_error();

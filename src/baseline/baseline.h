@@ -7,6 +7,14 @@
  * combine. Same function as the fused kernel (dropless only), same layouts
  * and config struct (include/loom.h).
  *
+ * Layouts: the token side (permuted rows, returned rows) is grouped by
+ * global expert; the expert side (received rows, expert outputs) by local
+ * expert, then source rank, so each expert runs one GEMM per layer over
+ * contiguous rows. The all-to-all-v moves one segment per (peer, local
+ * expert). The expert GEMMs are a loop of cublasGemmEx calls, or one
+ * cublasGemmGroupedBatchedEx per GEMM when LOOM_BASELINE_GEMM=grouped
+ * (bench/RESULTS.md has the measurement that picked the default).
+ *
  * Internal (not in loom.h). Each rank is driven by its own host thread:
  * a forward synchronises the host once, to learn how many rows it receives.
  */
@@ -35,6 +43,9 @@ loom_result_t loom_baseline_set_weights(loom_baseline_t b, const void *gate_w, c
 loom_result_t loom_baseline_forward(loom_baseline_t b, const void *x, int64_t num_tokens,
                                     void *y, int32_t *ids_out, float *wts_out,
                                     cudaStream_t stream);
+/* Bytes the last forward sent to other ranks (dispatch + return rows), the
+ * counterpart of loom_moe_stats_t.bytes_remote without headers. */
+int64_t loom_baseline_bytes_remote(loom_baseline_t b);
 loom_result_t loom_baseline_destroy(loom_baseline_t b);
 
 #ifdef __cplusplus

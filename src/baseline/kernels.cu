@@ -25,7 +25,7 @@ static __device__ __forceinline__ void store_elem(void *p, size_t i, int dtype, 
 }
 
 /* One warp per token: k passes of a warp arg-max (ties to the lower index),
- * fp32 softmax as a framework would do it. */
+ * fp32 softmax (accurate expf) as a framework would do it. */
 __global__ void route_kernel(const float *logits, int T, int E, int K, int normalize, int32_t *ids,
                              float *wts, int32_t *counts) {
   const int lane = threadIdx.x & 31;
@@ -36,7 +36,7 @@ __global__ void route_kernel(const float *logits, int T, int E, int K, int norma
   for (int e = lane; e < E; e += 32) m = fmaxf(m, lg[e]);
   for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
   float sum = 0.f;
-  for (int e = lane; e < E; e += 32) sum += __expf(lg[e] - m);
+  for (int e = lane; e < E; e += 32) sum += expf(lg[e] - m);
   for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
   float sel = 0.f, my_p = 0.f;
   int my_id = 0;
@@ -55,7 +55,7 @@ __global__ void route_kernel(const float *logits, int T, int E, int K, int norma
     }
     if (besti == E) besti = j; /* only NaN logits: any id, y is NaN anyway */
     if ((besti & 31) == lane) taken |= 1u << (besti >> 5);
-    const float pj = __expf(best - m) / sum;
+    const float pj = expf(best - m) / sum;
     sel += pj;
     if (lane == j) { my_id = besti; my_p = pj; }
   }

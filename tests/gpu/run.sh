@@ -17,8 +17,9 @@ run "$dir/test_exchange" multi
 # so the subset still mixes them) plus determinism, graph and fault cases.
 run "$dir/test_moe" single
 run "$dir/test_moe" multi --every 7
-# Bulk-synchronous baseline (src/baseline) against the reference. Added
-# 2026-11-21 without a GPU run: its first run is still to come.
+# Bulk-synchronous baseline (src/baseline) against the reference, with the
+# expert GEMMs as a loop of cublasGemmEx and as grouped-batched calls.
 run "$dir/test_baseline"
+run env LOOM_BASELINE_GEMM=grouped "$dir/test_baseline"
 echo "gpu-test: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

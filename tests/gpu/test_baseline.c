@@ -4,9 +4,11 @@
  * process with a host thread per GPU (each forward synchronises its host
  * thread once), dtype {fp32 (TF32), bf16, fp16} x activation {relu, gelu,
  * silu, swiglu} at E = 8, k = 2, different token counts per rank including
- * 0, y poisoned first. Routing comes from fp32 cuBLAS logits, so it is
- * compared with the reference's and mismatches are reported (near-ties can
- * legitimately differ); y is checked by relative error per dtype.
+ * 0, y poisoned first. Routing comes from fp32 cuBLAS logits: near-ties
+ * may legitimately differ from the fp64 reference, so at most 1 token in
+ * 500 may route differently (reported, and left out of the y check); the
+ * weights of matching choices within 1e-5 relative; y by relative error
+ * per dtype. tests/gpu/run.sh runs it with both expert-GEMM modes.
  */
 #include <math.h>
 #include <pthread.h>
@@ -142,7 +144,7 @@ static int run_case(loom_comm_t *comms, int R, int dtype, int act) {
     if (q->result != LOOM_SUCCESS || q->T == 0) continue;
     float *ref = malloc(sizeof(float) * q->T * HID), *got = malloc(sizeof(float) * q->T * HID);
     int32_t *rids = malloc(sizeof(int32_t) * q->T * TOPK), *gids = malloc(sizeof(int32_t) * q->T * TOPK);
-    float *rw = malloc(sizeof(float) * q->T * TOPK);
+    float *rw = malloc(sizeof(float) * q->T * TOPK), *gw = malloc(sizeof(float) * q->T * TOPK);
     const int round = dtype == LOOM_FP32 ? 0 : dtype == LOOM_BF16 ? 1 : 2;
     ref_moe_shape s = {q->T, HID, FFN, EXP, TOPK, (ref_activation)act, 1, 0, round, round};
     CHECK(ref_moe_forward(&s, x[r], wg, w1, w2, NULL, NULL, rids, rw, ref) == 0, "reference");
@@ -150,14 +152,33 @@ static int run_case(loom_comm_t *comms, int R, int dtype, int act) {
     cudaMemcpy(buf, q->y, (size_t)q->T * HID * es, cudaMemcpyDeviceToHost);
     cudaMemcpy(gids, q->ids, sizeof(int32_t) * q->T * TOPK, cudaMemcpyDeviceToHost);
     for (size_t i = 0; i < (size_t)q->T * HID; i++) got[i] = from_dtype(buf, i, dtype);
-    int diff = 0;
-    for (int i = 0; i < q->T * TOPK; i++) diff += gids[i] != rids[i];
+    cudaMemcpy(gw, q->wts, sizeof(float) * q->T * TOPK, cudaMemcpyDeviceToHost);
+    /* Routing from fp32 logits may differ from the fp64 reference only at
+     * near-ties: allow at most 1 token in 500 to differ, and leave those
+     * tokens out of the y comparison. Matching choices must carry the
+     * reference weight to 1e-5 (fp32 softmax). */
+    int diff = 0, bad_w = 0;
+    for (int t = 0; t < q->T; t++) {
+      int same = 1;
+      for (int j = 0; j < TOPK; j++) same &= gids[t * TOPK + j] == rids[t * TOPK + j];
+      if (!same) {
+        diff++;
+        for (int h = 0; h < HID; h++) got[(size_t)t * HID + h] = ref[(size_t)t * HID + h];
+        continue;
+      }
+      for (int j = 0; j < TOPK; j++)
+        bad_w += !(fabsf(gw[t * TOPK + j] - rw[t * TOPK + j]) <= 1e-5f * fabsf(rw[t * TOPK + j]));
+    }
+    CHECK(diff * 500 <= q->T, "R=%d rank %d dtype %d act %d T %d: %d tokens routed differently",
+          R, r, dtype, act, q->T, diff);
+    CHECK(bad_w == 0, "R=%d rank %d dtype %d act %d: %d weights off by > 1e-5 relative", R, r,
+          dtype, act, bad_w);
     const double err = ref_rel_error(got, ref, (size_t)q->T * HID);
     CHECK(err <= tol, "R=%d rank %d dtype %d act %d T %d: rel err %.3e > %.0e", R, r, dtype, act,
           q->T, err, tol);
-    if (diff) printf("  note: R=%d rank %d dtype %d act %d: %d routing entries differ (fp32 logits)\n",
+    if (diff) printf("  note: R=%d rank %d dtype %d act %d: %d tokens routed differently (fp32 logits)\n",
                      R, r, dtype, act, diff);
-    free(ref); free(got); free(rids); free(gids); free(rw);
+    free(ref); free(got); free(rids); free(gids); free(rw); free(gw);
   }
   for (int r = 0; r < R; r++) {
     cudaSetDevice(r);
