@@ -195,6 +195,10 @@ loom_result_t loom_comm_rank(loom_comm_t comm, int *rank);
 loom_result_t loom_comm_size(loom_comm_t comm, int *nranks);
 loom_result_t loom_comm_device(loom_comm_t comm, int *device);
 loom_result_t loom_comm_workspace_bytes(loom_comm_t comm, size_t *bytes);
+/* The NCCL communicator underneath (borrowed: the one passed to
+ * loom_comm_create, or the one loom_comm_create_all made, which
+ * loom_comm_destroy frees). For running NCCL collectives beside loom's. */
+loom_result_t loom_comm_nccl(loom_comm_t comm, ncclComm_t *nccl);
 
 /* ------------------------------------------------------------------------
  * Exchange: a diagnostic operator built only from loom's transport

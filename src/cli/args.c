@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 int cli_parse_size(const char *s, uint64_t *out) {
@@ -79,6 +80,15 @@ static int parse_int64(const char *v, long lo, long hi, int64_t *out) {
   return 0;
 }
 
+/* A finite number > 0 (a ceiling given instead of measured). */
+static int parse_positive(const char *v, double *out) {
+  char *end = NULL;
+  const double d = strtod(v, &end);
+  if (end == v || *end != '\0' || !(d > 0) || !isfinite(d)) return -1;
+  *out = d;
+  return 0;
+}
+
 /* One `moe` option: 1 if `a` is not one, 0 if parsed, -1 on a bad value. */
 static int parse_moe_option(const char *a, const char *v, cli_options *o) {
   long n;
@@ -103,6 +113,26 @@ static int parse_moe_option(const char *a, const char *v, cli_options *o) {
     o->check_tokens = (int)n;
     return 0;
   }
+  if (strcmp(a, "--impl") == 0) {
+    static const char *const names[] = {"fused", "baseline", "both"};
+    if ((i = cli_parse_name(v, names, 3)) < 0) return -1;
+    o->impl = i == 0 ? CLI_IMPL_FUSED : i == 1 ? CLI_IMPL_BASELINE : CLI_IMPL_FUSED | CLI_IMPL_BASELINE;
+    return 0;
+  }
+  if (strcmp(a, "--flush-l2") == 0) {
+    static const char *const names[] = {"0", "1"};
+    if ((i = cli_parse_name(v, names, 2)) < 0) return -1;
+    o->flush_l2 = i;
+    return 0;
+  }
+  if (strcmp(a, "--rotate") == 0) {
+    if (cli_parse_int(v, 1, CLI_MAX_ROTATE, &n)) return -1;
+    o->rotate = (int)n;
+    return 0;
+  }
+  if (strcmp(a, "--peak-tflops") == 0) return parse_positive(v, &o->peak_tflops);
+  if (strcmp(a, "--nvlink-gbps") == 0) return parse_positive(v, &o->nvlink_gbps);
+  if (strcmp(a, "--hbm-gbps") == 0) return parse_positive(v, &o->hbm_gbps);
   if (strcmp(a, "--json") == 0) {
     if (*v == '\0') return -1;
     o->json = v;
@@ -128,6 +158,8 @@ int cli_parse(int argc, char **argv, cli_options *o, char *err, size_t errlen) {
   o->dtype = 1; /* bf16 */
   o->act = 2;   /* silu */
   o->check_tokens = 64;
+  o->impl = CLI_IMPL_FUSED | CLI_IMPL_BASELINE;
+  o->rotate = 4;
   int i = 1;
   if (i < argc && argv[i][0] != '-') o->command = argv[i++];
   for (; i < argc; i++) {
@@ -166,6 +198,10 @@ int cli_parse(int argc, char **argv, cli_options *o, char *err, size_t errlen) {
   bad:
     if (strcmp(a, "--dtype") == 0)
       snprintf(err, errlen, "bad value '%s' for %s (fp32, bf16 or fp16)", v, a);
+    else if (strcmp(a, "--impl") == 0)
+      snprintf(err, errlen, "bad value '%s' for %s (fused, baseline or both)", v, a);
+    else if (strcmp(a, "--flush-l2") == 0)
+      snprintf(err, errlen, "bad value '%s' for %s (0 or 1)", v, a);
     else if (strcmp(a, "--act") == 0)
       snprintf(err, errlen, "bad value '%s' for %s (relu, gelu, silu or swiglu)", v, a);
     else

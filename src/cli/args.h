@@ -55,7 +55,18 @@ typedef struct {
   int act;             /* --act: index into cli_act_names */
   int check_tokens;    /* --check-tokens N: tokens per GPU verified */
   const char *json;    /* --json FILE: also write the results there, or NULL */
+  int impl;            /* --impl: CLI_IMPL_* bits, which forwards run */
+  int flush_l2;        /* --flush-l2: overwrite L2 before every timed iteration */
+  int rotate;          /* --rotate N: input buffers cycled through while timing */
+  double peak_tflops;  /* --peak-tflops X: GEMM ceiling per GPU; 0 = measure */
+  double nvlink_gbps;  /* --nvlink-gbps X: NVLink egress ceiling per GPU; 0 = measure */
+  double hbm_gbps;     /* --hbm-gbps X: HBM ceiling per GPU; 0 = measure */
 } cli_options;
+
+/* --impl fused | baseline | both */
+#define CLI_IMPL_FUSED 1
+#define CLI_IMPL_BASELINE 2
+#define CLI_MAX_ROTATE 64
 
 /* Fill defaults, then parse argv[1..argc). On error writes a message into
  * err (size errlen) and returns -1. */

@@ -13,8 +13,9 @@ static void usage(FILE *f) {
           "commands:\n"
           "  info     GPUs, NVLink peer matrix, NCCL version, and the measured\n"
           "           load/store put bandwidth between every pair of GPUs\n"
-          "  moe      the MoE layer forward on the GPUs: verify a sample of tokens\n"
-          "           against the CPU reference, then time it\n"
+          "  moe      the MoE layer forward on the GPUs, fused and the NCCL + cuBLAS\n"
+          "           baseline: verify a sample of tokens of each against the CPU\n"
+          "           reference, then time both side by side\n"
           "  help     this text\n"
           "\n"
           "options:\n"
@@ -35,7 +36,16 @@ static void usage(FILE *f) {
           "  --dtype D            fp32 (on TF32), bf16 or fp16 (default bf16)\n"
           "  --act A              relu, gelu, silu or swiglu (default silu)\n"
           "  --check-tokens N     tokens per GPU verified before timing (default 64)\n"
-          "  --json FILE          also write the results to FILE as JSON\n");
+          "  --json FILE          also write the results to FILE as JSON\n"
+          "  --impl I             fused, baseline (NCCL + cuBLAS) or both (default both)\n"
+          "  --flush-l2 0|1       overwrite the L2 cache before each timed iteration\n"
+          "                       (default 0)\n"
+          "  --rotate N           input buffers cycled through while timing (default 4)\n"
+          "  --peak-tflops X      GEMM ceiling per GPU for %% of bound (default: measured\n"
+          "                       with cuBLAS at 8192^3 in --dtype)\n"
+          "  --nvlink-gbps X      NVLink egress ceiling per GPU (default: measured,\n"
+          "                       every GPU copying to every other at once)\n"
+          "  --hbm-gbps X         HBM ceiling per GPU (default: measured device copy)\n");
 }
 
 int main(int argc, char **argv) {

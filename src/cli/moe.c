@@ -1,42 +1,63 @@
 /*
- * `loom moe`: the MoE layer forward (loom_moe_*) on the first --gpus local
- * GPUs (default: all) from one process (loom_comm_create_all). For each
- * --tokens value (tokens per GPU): fresh random inputs, verification, then
- * --warmup untimed and --iters timed forwards; one table at the end.
+ * `loom moe`: the MoE layer forward on the first --gpus local GPUs (default:
+ * all) from one process, two ways side by side on the same data: the fused
+ * loom kernel (loom_moe_*, comms from loom_comm_create_all) and the
+ * bulk-synchronous NCCL + cuBLAS baseline (src/baseline, one host thread
+ * per GPU on the same NCCL communicators). For each --tokens value (tokens
+ * per GPU): fresh random inputs, each implementation verified, then timed;
+ * one table at the end, --json for machines.
  *
  * Verify first. The full CPU reference is far too slow at these sizes, so
  * --check-tokens rows per GPU (evenly spaced, first and last included) are
  * checked against ref_moe_forward run on just those rows with every expert
  * (tokens are independent: the layer runs dropless): routing exactly
- * (expert_ids_out) and within 1e-6 relative (weights_out), y rows by
- * ||y - ref|| / ||ref|| <= 5e-3 (fp32 on TF32) or 2e-2 (bf16/fp16). Also:
- * y is poisoned first and every element must be written, and the stats
- * must agree with the routing the GPU reports (rows_sent per destination,
- * nothing dropped, rows_sent[s -> d] == rows_received[d <- s]).
+ * (expert ids) and the weights within 1e-6 relative (fused; 1e-5 for the
+ * baseline's fp32 softmax), y rows by ||y - ref|| / ||ref|| <= 5e-3 (fp32 on
+ * TF32) or 2e-2 (bf16/fp16). y is poisoned first and every element must be
+ * written. Fused only: the stats must agree with the routing the GPU
+ * reports (rows_sent per destination, nothing dropped, rows_sent[s -> d] ==
+ * rows_received[d <- s]).
  *
- * Timing: iterations run back to back in batches of EV_BATCH with a CUDA
- * event after each forward on every GPU's stream; an iteration's layer time
- * is the largest gap between consecutive events over the GPUs. Reported:
- * median/min/max in microseconds; expert TFLOP/s per GPU = two GEMMs,
- * 2 * rows * hidden * ffn FLOPs each (ffn doubled in the first under
- * SwiGLU), rows = every routed row of every GPU, over the median time and
- * the GPU count; stats.bytes_remote per GPU (mean) and its GB/s at the
- * median time.
+ * Timing: --warmup untimed forwards, then --iters timed ones, each between
+ * two CUDA events on every GPU's stream (optionally after overwriting the
+ * L2 cache, outside the events), x cycling through --rotate copies so
+ * consecutive iterations do not find their input in L2. An iteration's
+ * layer time is the largest event gap over the GPUs. Reported: median /
+ * min / max in microseconds; expert TFLOP/s per GPU = two GEMMs, 2 * rows *
+ * hidden * ffn FLOPs each (ffn doubled in the first under SwiGLU), rows =
+ * every routed row of every GPU, over the median and the GPU count; bytes
+ * sent to other GPUs per GPU (mean) and their GB/s at the median; the
+ * bound and the median's % of it; fused speedup = baseline median / fused
+ * median.
+ *
+ * Bound: a lower bound on the layer time, max over GPUs of the largest of
+ *   expert FLOPs of the rows it serves / GEMM ceiling,
+ *   bytes it must send to other GPUs (dispatch + return rows) / NVLink ceiling,
+ *   HBM bytes it must move / HBM ceiling: x read, y written, its experts'
+ *     weights read once, each row it serves read once and its output
+ *     written once (the FFN intermediate could stay on chip).
+ * Ceilings are measured here unless given by flags: cuBLAS GEMM at 8192^3
+ * in --dtype (TF32 for fp32) on GPU 0; every GPU copying to every other at
+ * once with the copy engines (egress per GPU); a device-to-device copy on
+ * GPU 0 (read + write bytes).
  */
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include "cli.h"
 #include "report.h"
 #include "loom.h"
+#include "baseline/baseline.h"
 #include "reference/reference.h"
 
 #define MOE_MAX_GPUS 64
@@ -47,6 +68,12 @@
 #define TOL_TF32 5e-3
 #define TOL_16BIT 2e-2
 #define TOL_WEIGHTS 1e-6
+#define TOL_WEIGHTS_BASELINE 1e-5
+#define PEAK_N 8192              /* the GEMM ceiling's M = N = K */
+#define HBM_BYTES (1ull << 30)   /* the HBM ceiling's copy */
+#define LINK_BYTES (256ull << 20) /* the NVLink ceiling's copy per peer */
+#define CEILING_REPS 5
+#define BASELINE_DEADLINE_S 300  /* a baseline phase longer than this is a hang */
 
 static const uint64_t SEED = 0x6c6f6f6d2d6d6f65ull;
 
@@ -105,17 +132,27 @@ static float rng_sym(rng_t *r) {
   return (float)((double)(mix64(r->s) >> 11) * 0x1.0p-52 - 1.0);
 }
 
+
 /* ---- state -------------------------------------------------------------------- */
+
+enum { IMPL_FUSED = 0, IMPL_BASELINE = 1 };
+static const char *const impl_names[2] = {"fused", "baseline"};
 
 typedef struct {
   cudaStream_t stream;
-  cudaEvent_t ev[EV_BATCH + 1];
+  cudaEvent_t ev0[EV_BATCH], ev1[EV_BATCH];
   int nev;
-  void *x, *y, *gate_w, *w1, *w2;
+  void *x[CLI_MAX_ROTATE]; /* x[0] is generated, the others are copies */
+  void *y, *gate_w, *w1, *w2, *flush;
+  size_t flush_bytes;
   int32_t *ids;
   float *wts;
   loom_moe_stats_t *stats;
   loom_moe_t moe;
+  loom_baseline_t base;
+  double *us; /* this GPU's time of each timed iteration */
+  int64_t rows_to[MOE_MAX_GPUS]; /* routed rows to each GPU (verified forward) */
+  int64_t wire_bytes;            /* bytes sent to other GPUs, last forward */
   /* host, per token count: the sampled rows */
   float *xs, *ys, *yref, *ws, *wref;
   int32_t *is, *iref;
@@ -135,8 +172,10 @@ typedef struct {
   loom_comm_t comms[MOE_MAX_GPUS];
   gpu_state g[MOE_MAX_GPUS];
   float *gate_w, *w1, *w2; /* host, all experts, rounded to dtype */
+  double peak_tflops, nvlink_gbps, hbm_gbps;
+  const char *peak_src, *nvlink_src, *hbm_src;
   /* current token count */
-  int T, nsample;
+  int T, nsample, ref_done, impl;
   int *sample; /* sampled token indices, ascending */
 } moe_bench;
 
@@ -265,8 +304,11 @@ static int alloc_gpu(moe_bench *b, int d) {
   const size_t T = (size_t)b->maxT, H = (size_t)b->H, k = (size_t)b->k, El = (size_t)b->El;
   CUDA_OK(cudaSetDevice(d));
   CUDA_OK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
-  for (; g->nev < EV_BATCH + 1; g->nev++) CUDA_OK(cudaEventCreate(&g->ev[g->nev]));
-  CUDA_OK(cudaMalloc(&g->x, T * H * b->es));
+  for (; g->nev < EV_BATCH; g->nev++) {
+    CUDA_OK(cudaEventCreate(&g->ev0[g->nev]));
+    CUDA_OK(cudaEventCreate(&g->ev1[g->nev]));
+  }
+  for (int r = 0; r < b->o->rotate; r++) CUDA_OK(cudaMalloc(&g->x[r], T * H * b->es));
   CUDA_OK(cudaMalloc(&g->y, T * H * b->es));
   CUDA_OK(cudaMalloc(&g->gate_w, H * (size_t)b->E * b->es));
   CUDA_OK(cudaMalloc(&g->w1, El * H * (size_t)b->F1 * b->es));
@@ -274,7 +316,14 @@ static int alloc_gpu(moe_bench *b, int d) {
   CUDA_OK(cudaMalloc((void **)&g->ids, T * k * sizeof(int32_t)));
   CUDA_OK(cudaMalloc((void **)&g->wts, T * k * sizeof(float)));
   CUDA_OK(cudaMalloc((void **)&g->stats, sizeof(loom_moe_stats_t)));
+  if (b->o->flush_l2) {
+    int l2 = 0;
+    CUDA_OK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, d));
+    g->flush_bytes = 2 * (size_t)(l2 > 0 ? l2 : 64 << 20);
+    CUDA_OK(cudaMalloc(&g->flush, g->flush_bytes));
+  }
   const size_t n = (size_t)b->o->check_tokens;
+  g->us = malloc((size_t)b->o->iters * sizeof *g->us);
   g->xs = malloc(n * H * sizeof(float));
   g->ys = malloc(n * H * sizeof(float));
   g->yref = malloc(n * H * sizeof(float));
@@ -282,7 +331,7 @@ static int alloc_gpu(moe_bench *b, int d) {
   g->wref = malloc(n * k * sizeof(float));
   g->is = malloc(n * k * sizeof(int32_t));
   g->iref = malloc(n * k * sizeof(int32_t));
-  if (!g->xs || !g->ys || !g->yref || !g->ws || !g->wref || !g->is || !g->iref) {
+  if (!g->us || !g->xs || !g->ys || !g->yref || !g->ws || !g->wref || !g->is || !g->iref) {
     fprintf(stderr, "loom moe: out of host memory\n");
     return -1;
   }
@@ -339,55 +388,215 @@ static int make_weights(moe_bench *b) {
   return run_tasks(b->ngpu, b->ngpu, weights_task, b);
 }
 
+/* Run fn(b, d) for every GPU d, each on its own thread (collective host
+ * calls: loom_moe_create's peers, the baseline's NCCL calls). */
+typedef int (*gpu_fn)(moe_bench *b, int d);
 typedef struct {
   moe_bench *b;
-  int d;
-  loom_result_t res;
-  char msg[512];
-} create_job;
+  gpu_fn fn;
+  int d, rc;
+} gpu_job;
 
-static void *create_thread(void *p) {
-  create_job *j = (create_job *)p;
-  gpu_state *g = &j->b->g[j->d];
-  j->res = LOOM_CUDA_ERROR;
-  snprintf(j->msg, sizeof j->msg, "cudaSetDevice(%d) failed", j->d);
-  if (cudaSetDevice(j->d) != cudaSuccess) return NULL;
-  j->res = loom_moe_create(j->b->comms[j->d], &j->b->cfg, &g->moe);
-  if (j->res == LOOM_SUCCESS) j->res = loom_moe_set_weights(g->moe, g->gate_w, g->w1, g->w2);
-  snprintf(j->msg, sizeof j->msg, "%s", loom_last_error());
+static void *gpu_thread(void *p) {
+  gpu_job *j = (gpu_job *)p;
+  j->rc = cudaSetDevice(j->d) == cudaSuccess ? j->fn(j->b, j->d) : -1;
   return NULL;
 }
 
-/* loom_moe_create is collective: one thread per GPU. */
-static int create_layers(moe_bench *b) {
-  create_job jobs[MOE_MAX_GPUS];
+static int on_every_gpu(moe_bench *b, gpu_fn fn) {
+  gpu_job jobs[MOE_MAX_GPUS];
   pthread_t th[MOE_MAX_GPUS];
   int started[MOE_MAX_GPUS] = {0}, rc = 0;
   for (int d = 0; d < b->ngpu; d++) {
-    jobs[d].b = b;
-    jobs[d].d = d;
-    jobs[d].res = LOOM_INTERNAL_ERROR;
-    snprintf(jobs[d].msg, sizeof jobs[d].msg, "could not start a thread");
-    started[d] = pthread_create(&th[d], NULL, create_thread, &jobs[d]) == 0;
+    jobs[d] = (gpu_job){b, fn, d, -1};
+    started[d] = pthread_create(&th[d], NULL, gpu_thread, &jobs[d]) == 0;
+    if (!started[d]) fprintf(stderr, "loom moe: GPU %d: could not start a thread\n", d);
   }
   for (int d = 0; d < b->ngpu; d++) {
     if (started[d]) pthread_join(th[d], NULL);
-    if (jobs[d].res != LOOM_SUCCESS) {
-      fprintf(stderr, "loom moe: GPU %d: creating the layer: %s: %s\n", d,
-              loom_result_string(jobs[d].res), jobs[d].msg);
-      rc = -1;
-    }
+    if (jobs[d].rc != 0) rc = -1;
   }
   return rc;
 }
 
+static int create_layer(moe_bench *b, int d) {
+  gpu_state *g = &b->g[d];
+  if (b->o->impl & CLI_IMPL_FUSED) {
+    LOOM_OK(loom_moe_create(b->comms[d], &b->cfg, &g->moe));
+    LOOM_OK(loom_moe_set_weights(g->moe, g->gate_w, g->w1, g->w2));
+  }
+  if (b->o->impl & CLI_IMPL_BASELINE) {
+    ncclComm_t nccl = NULL;
+    LOOM_OK(loom_comm_nccl(b->comms[d], &nccl));
+    LOOM_OK(loom_baseline_create(nccl, &b->cfg, &g->base));
+    LOOM_OK(loom_baseline_set_weights(g->base, g->gate_w, g->w1, g->w2));
+  }
+  return 0;
+}
+
+/* ---- ceilings of the bound ------------------------------------------------------------ */
+
+/* cuBLAS at PEAK_N^3 in the layer's dtype on GPU 0: best of CEILING_REPS. */
+static int measure_gemm(moe_bench *b) {
+  const size_t n = PEAK_N, bytes = n * n * b->es;
+  const cudaDataType_t t = b->dtype == LOOM_BF16 ? CUDA_R_16BF
+                           : b->dtype == LOOM_FP16 ? CUDA_R_16F
+                                                   : CUDA_R_32F;
+  const cublasComputeType_t ct =
+      b->dtype == LOOM_FP32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  void *A = NULL, *B = NULL, *C = NULL;
+  cublasHandle_t h = NULL;
+  cudaEvent_t e0 = NULL, e1 = NULL;
+  const float one = 1.f, zero = 0.f;
+  int rc = -1;
+  double best = 1e30;
+  if (cudaSetDevice(0) || cudaMalloc(&A, bytes) || cudaMalloc(&B, bytes) || cudaMalloc(&C, bytes) ||
+      cudaMemset(A, 0, bytes) || cudaMemset(B, 0, bytes) || cudaEventCreate(&e0) ||
+      cudaEventCreate(&e1) || cublasCreate(&h) != CUBLAS_STATUS_SUCCESS)
+    goto out;
+  for (int r = -2; r < CEILING_REPS; r++) { /* two untimed */
+    float ms = 0;
+    if (cudaEventRecord(e0, 0) ||
+        cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, PEAK_N, PEAK_N, PEAK_N, &one, A, t, PEAK_N, B, t,
+                     PEAK_N, &zero, C, t, PEAK_N, ct, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS ||
+        cudaEventRecord(e1, 0) || cudaEventSynchronize(e1) || cudaEventElapsedTime(&ms, e0, e1))
+      goto out;
+    if (r >= 0 && ms < best) best = ms;
+  }
+  b->peak_tflops = 2.0 * n * n * n / (best * 1e-3) / 1e12;
+  rc = 0;
+out:
+  if (rc) fprintf(stderr, "loom moe: measuring the GEMM ceiling failed\n");
+  if (h) cublasDestroy(h);
+  if (e0) cudaEventDestroy(e0);
+  if (e1) cudaEventDestroy(e1);
+  cudaFree(A);
+  cudaFree(B);
+  cudaFree(C);
+  return rc;
+}
+
+/* A device-to-device copy of HBM_BYTES on GPU 0: (read + write) / time. */
+static int measure_hbm(moe_bench *b) {
+  void *src = NULL, *dst = NULL;
+  cudaEvent_t e0 = NULL, e1 = NULL;
+  int rc = -1;
+  double best = 1e30;
+  if (cudaSetDevice(0) || cudaMalloc(&src, HBM_BYTES) || cudaMalloc(&dst, HBM_BYTES) ||
+      cudaMemset(src, 1, HBM_BYTES) || cudaEventCreate(&e0) || cudaEventCreate(&e1))
+    goto out;
+  for (int r = -1; r < CEILING_REPS; r++) {
+    float ms = 0;
+    if (cudaEventRecord(e0, 0) || cudaMemcpyAsync(dst, src, HBM_BYTES, cudaMemcpyDeviceToDevice, 0) ||
+        cudaEventRecord(e1, 0) || cudaEventSynchronize(e1) || cudaEventElapsedTime(&ms, e0, e1))
+      goto out;
+    if (r >= 0 && ms < best) best = ms;
+  }
+  b->hbm_gbps = 2.0 * HBM_BYTES / (best * 1e-3) / 1e9;
+  rc = 0;
+out:
+  if (rc) fprintf(stderr, "loom moe: measuring the HBM ceiling failed\n");
+  if (e0) cudaEventDestroy(e0);
+  if (e1) cudaEventDestroy(e1);
+  cudaFree(src);
+  cudaFree(dst);
+  return rc;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Every GPU copies LINK_BYTES to every other GPU at once (copy engines, a
+ * stream per pair, peer access on): egress per GPU = (n-1) * LINK_BYTES
+ * over the wall time of the slowest, best of CEILING_REPS. */
+static int measure_nvlink(moe_bench *b) {
+  const int n = b->ngpu;
+  void *src[MOE_MAX_GPUS] = {0}, *dst[MOE_MAX_GPUS] = {0};
+  cudaStream_t st[MOE_MAX_GPUS][MOE_MAX_GPUS];
+  memset(st, 0, sizeof st);
+  int rc = -1;
+  double best = 1e30;
+  for (int d = 0; d < n; d++) {
+    if (cudaSetDevice(d) || cudaMalloc(&src[d], LINK_BYTES) ||
+        cudaMalloc(&dst[d], LINK_BYTES * (size_t)(n - 1)) || cudaMemset(src[d], 1, LINK_BYTES))
+      goto out;
+    for (int p = 0; p < n; p++) {
+      if (p == d) continue;
+      int can = 0;
+      if (cudaDeviceCanAccessPeer(&can, d, p) || !can) {
+        fprintf(stderr, "loom moe: GPU %d cannot access GPU %d\n", d, p);
+        goto out;
+      }
+      const cudaError_t e = cudaDeviceEnablePeerAccess(p, 0);
+      if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) goto out;
+      (void)cudaGetLastError();
+      if (cudaStreamCreateWithFlags(&st[d][p], cudaStreamNonBlocking)) goto out;
+    }
+  }
+  for (int r = -1; r < CEILING_REPS; r++) {
+    for (int d = 0; d < n; d++)
+      if (cudaSetDevice(d) || cudaDeviceSynchronize()) goto out;
+    const double t0 = now_s();
+    for (int d = 0; d < n; d++) {
+      if (cudaSetDevice(d)) goto out;
+      for (int p = 0; p < n; p++) {
+        if (p == d) continue;
+        const int slot = d < p ? d : d - 1; /* d's slot in p's receive buffer */
+        if (cudaMemcpyPeerAsync((char *)dst[p] + (size_t)slot * LINK_BYTES, p, src[d], d,
+                                LINK_BYTES, st[d][p]))
+          goto out;
+      }
+    }
+    for (int d = 0; d < n; d++)
+      if (cudaSetDevice(d) || cudaDeviceSynchronize()) goto out;
+    const double t = now_s() - t0;
+    if (r >= 0 && t < best) best = t;
+  }
+  b->nvlink_gbps = (double)(n - 1) * LINK_BYTES / best / 1e9;
+  rc = 0;
+out:
+  if (rc) fprintf(stderr, "loom moe: measuring the NVLink ceiling failed\n");
+  for (int d = 0; d < n; d++) {
+    cudaSetDevice(d);
+    for (int p = 0; p < n; p++)
+      if (st[d][p]) cudaStreamDestroy(st[d][p]);
+    cudaFree(src[d]);
+    cudaFree(dst[d]);
+  }
+  return rc;
+}
+
+static int measure_ceilings(moe_bench *b) {
+  const cli_options *o = b->o;
+  b->peak_tflops = o->peak_tflops;
+  b->nvlink_gbps = o->nvlink_gbps;
+  b->hbm_gbps = o->hbm_gbps;
+  b->peak_src = o->peak_tflops > 0 ? "given" : "measured";
+  b->nvlink_src = o->nvlink_gbps > 0 ? "given" : b->ngpu > 1 ? "measured" : "unused (1 GPU)";
+  b->hbm_src = o->hbm_gbps > 0 ? "given" : "measured";
+  if (o->peak_tflops <= 0 && measure_gemm(b) != 0) return -1;
+  if (o->hbm_gbps <= 0 && measure_hbm(b) != 0) return -1;
+  if (o->nvlink_gbps <= 0 && b->ngpu > 1 && measure_nvlink(b) != 0) return -1;
+  printf("ceilings: GEMM %.1f TFLOP/s (%s%s), NVLink %.1f GB/s egress per GPU (%s%s), "
+         "HBM %.1f GB/s (%s%s)\n",
+         b->peak_tflops, b->peak_src, o->peak_tflops > 0 ? "" : ", cuBLAS 8192^3 on GPU 0",
+         b->nvlink_gbps, b->nvlink_src,
+         o->nvlink_gbps > 0 || b->ngpu < 2 ? "" : ", every GPU copying to every other",
+         b->hbm_gbps, b->hbm_src, o->hbm_gbps > 0 ? "" : ", 1 GiB device copy on GPU 0");
+  fflush(stdout);
+  return 0;
+}
+
 /* ---- one token count: inputs, verify ------------------------------------------------- */
 
-/* GPU d's x for this token count, GEN_ROWS rows at a time; keeps the
- * sampled rows. Poisons y and the routing outputs. */
+/* GPU d's x for this token count, GEN_ROWS rows at a time, and its
+ * --rotate copies; keeps the sampled rows. */
 static int upload_inputs(moe_bench *b, int d) {
   gpu_state *g = &b->g[d];
-  const size_t H = (size_t)b->H, k = (size_t)b->k;
+  const size_t H = (size_t)b->H;
   float *rows = malloc(GEN_ROWS * H * sizeof(float));
   void *stage = malloc(GEN_ROWS * H * b->es);
   int rc = -1, next = 0;
@@ -400,15 +609,13 @@ static int upload_inputs(moe_bench *b, int d) {
       memcpy(g->xs + (size_t)next * H, rows + (size_t)(b->sample[next] - t0) * H,
              H * sizeof(float));
     to_dtype(stage, rows, (size_t)n * H, b->dtype);
-    if (cudaMemcpy((char *)g->x + (size_t)t0 * H * b->es, stage, (size_t)n * H * b->es,
+    if (cudaMemcpy((char *)g->x[0] + (size_t)t0 * H * b->es, stage, (size_t)n * H * b->es,
                    cudaMemcpyHostToDevice))
       goto out;
   }
-  if (cudaMemset(g->y, 0xFF, (size_t)b->maxT * H * b->es) ||
-      cudaMemset(g->ids, 0xFF, (size_t)b->maxT * k * sizeof(int32_t)) ||
-      cudaMemset(g->wts, 0xFF, (size_t)b->maxT * k * sizeof(float)) ||
-      cudaMemset(g->stats, 0xFF, sizeof(loom_moe_stats_t)) || cudaDeviceSynchronize())
-    goto out;
+  for (int r = 1; r < b->o->rotate; r++)
+    if (cudaMemcpy(g->x[r], g->x[0], (size_t)b->T * H * b->es, cudaMemcpyDeviceToDevice)) goto out;
+  if (cudaDeviceSynchronize()) goto out;
   rc = 0;
 out:
   if (rc) fprintf(stderr, "loom moe: GPU %d: uploading inputs failed\n", d);
@@ -419,12 +626,47 @@ out:
 
 static int inputs_task(void *p, int d) { return upload_inputs((moe_bench *)p, d); }
 
+/* Poison y and the routing outputs before a verified forward. */
+static int poison(moe_bench *b, int d) {
+  gpu_state *g = &b->g[d];
+  CUDA_OK(cudaSetDevice(d));
+  CUDA_OK(cudaMemset(g->y, 0xFF, (size_t)b->maxT * (size_t)b->H * b->es));
+  CUDA_OK(cudaMemset(g->ids, 0xFF, (size_t)b->maxT * (size_t)b->k * sizeof(int32_t)));
+  CUDA_OK(cudaMemset(g->wts, 0xFF, (size_t)b->maxT * (size_t)b->k * sizeof(float)));
+  CUDA_OK(cudaMemset(g->stats, 0xFF, sizeof(loom_moe_stats_t)));
+  CUDA_OK(cudaDeviceSynchronize());
+  return 0;
+}
+
+/* A hung NCCL call cannot be interrupted: past the deadline the process
+ * says so and exits rather than burn the machine's time. */
+static void on_deadline(int sig) {
+  (void)sig;
+  static const char msg[] = "loom moe: the baseline did not finish within its deadline "
+                            "(a hung NCCL call?); exiting\n";
+  if (write(2, msg, sizeof msg - 1) < 0) _exit(3);
+  _exit(3);
+}
+
+static void deadline(int on) {
+  signal(SIGALRM, on_deadline);
+  alarm(on ? BASELINE_DEADLINE_S : 0);
+}
+
+static int baseline_verified_forward(moe_bench *b, int d) {
+  gpu_state *g = &b->g[d];
+  LOOM_OK(loom_baseline_forward(g->base, g->x[0], b->T, g->y, g->ids, g->wts, g->stream));
+  CUDA_OK(cudaStreamSynchronize(g->stream));
+  g->wire_bytes = loom_baseline_bytes_remote(g->base);
+  return 0;
+}
+
 static int launch_verified_forward(moe_bench *b) {
   for (int d = 0; d < b->ngpu; d++) {
     gpu_state *g = &b->g[d];
     loom_moe_args_t a;
     memset(&a, 0, sizeof a);
-    a.x = g->x;
+    a.x = g->x[0];
     a.num_tokens = b->T;
     a.y = g->y;
     a.expert_ids_out = g->ids;
@@ -457,7 +699,8 @@ static int sync_and_check(moe_bench *b) {
 }
 
 /* Count the y elements still poisoned; copy the sampled rows (y, routing)
- * and the stats to the host. */
+ * and, for the fused layer, the stats to the host; count the routed rows
+ * per destination GPU. */
 static int download(moe_bench *b, int d) {
   gpu_state *g = &b->g[d];
   const size_t H = (size_t)b->H, k = (size_t)b->k, n = (size_t)b->T * H;
@@ -483,18 +726,19 @@ static int download(moe_bench *b, int d) {
     memcpy(g->is + s * k, ids + t * k, k * sizeof *ids);
     memcpy(g->ws + s * k, wts + t * k, k * sizeof *wts);
   }
-  /* rows_sent per destination must match the routing the GPU reports */
-  for (int p = 0; p < b->ngpu; p++) {
-    int64_t want = 0;
-    for (size_t a = 0; a < (size_t)b->T * k; a++) want += ids[a] >= 0 && ids[a] / b->El == p;
-    if (g->st.rows_sent[p] != want) {
-      fprintf(stderr, "loom moe: GPU %d: stats.rows_sent[%d] = %lld but its routing sends %lld\n",
-              d, p, (long long)g->st.rows_sent[p], (long long)want);
-      goto out;
-    }
-  }
+  for (int p = 0; p < b->ngpu; p++) g->rows_to[p] = 0;
+  for (size_t a = 0; a < (size_t)b->T * k; a++)
+    if (ids[a] >= 0 && ids[a] < b->E) g->rows_to[ids[a] / b->El]++;
   rc = 0;
+  /* fused: rows_sent per destination must match the routing it reports */
+  for (int p = 0; b->impl == IMPL_FUSED && p < b->ngpu; p++)
+    if (g->st.rows_sent[p] != g->rows_to[p]) {
+      fprintf(stderr, "loom moe: GPU %d: stats.rows_sent[%d] = %lld but its routing sends %lld\n",
+              d, p, (long long)g->st.rows_sent[p], (long long)g->rows_to[p]);
+      rc = -1;
+    }
 out:
+  if (rc && (!y || !ids || !wts)) fprintf(stderr, "loom moe: out of host memory\n");
   free(y);
   free(ids);
   free(wts);
@@ -528,29 +772,35 @@ static int ref_task(void *p, int i) {
 static int compare(moe_bench *b, int d, double tol) {
   gpu_state *g = &b->g[d];
   const size_t H = (size_t)b->H, k = (size_t)b->k, nk = (size_t)b->nsample * k;
+  const double tol_w = b->impl == IMPL_FUSED ? TOL_WEIGHTS : TOL_WEIGHTS_BASELINE;
+  const char *who = impl_names[b->impl];
   int rc = 0;
   if (g->unwritten) {
-    fprintf(stderr, "loom moe: GPU %d: %zu of %zu y elements never written\n", d, g->unwritten,
-            (size_t)b->T * H);
+    fprintf(stderr, "loom moe: %s: GPU %d: %zu of %zu y elements never written\n", who, d,
+            g->unwritten, (size_t)b->T * H);
     rc = -1;
   }
   for (size_t a = 0; a < nk; a++) {
     const double want = g->wref[a], got = g->ws[a];
-    if (g->is[a] != g->iref[a] || !(fabs(got - want) <= TOL_WEIGHTS * fabs(want))) {
+    if (g->is[a] != g->iref[a] || !(fabs(got - want) <= tol_w * fabs(want))) {
       fprintf(stderr,
-              "loom moe: GPU %d: token %d choice %zu: expert %d weight %.9g, reference "
-              "expert %d weight %.9g\n",
-              d, b->sample[a / k], a % k, g->is[a], got, g->iref[a], want);
+              "loom moe: %s: GPU %d: token %d choice %zu: expert %d weight %.9g, reference "
+              "expert %d weight %.9g%s\n",
+              who, d, b->sample[a / k], a % k, g->is[a], got, g->iref[a], want,
+              b->impl == IMPL_BASELINE && g->is[a] != g->iref[a]
+                  ? " (the baseline's fp32 logits can flip a near-tie)"
+                  : "");
       rc = -1;
       break;
     }
   }
   g->err = ref_rel_error(g->ys, g->yref, (size_t)b->nsample * H);
   if (!(g->err <= tol)) {
-    fprintf(stderr, "loom moe: GPU %d: y rel error %.3g over %d sampled tokens > %.1g\n", d, g->err,
-            b->nsample, tol);
+    fprintf(stderr, "loom moe: %s: GPU %d: y rel error %.3g over %d sampled tokens > %.1g\n", who,
+            d, g->err, b->nsample, tol);
     rc = -1;
   }
+  if (b->impl != IMPL_FUSED) return rc;
   if (g->st.rows_dropped != 0) {
     fprintf(stderr, "loom moe: GPU %d: stats.rows_dropped = %lld in a dropless layer\n", d,
             (long long)g->st.rows_dropped);
@@ -562,84 +812,139 @@ static int compare(moe_bench *b, int d, double tol) {
               (long long)g->st.rows_sent[p], p, (long long)b->g[p].st.rows_received[d]);
       rc = -1;
     }
+  g->wire_bytes = g->st.bytes_remote;
   return rc;
 }
 
 static int verify(moe_bench *b) {
   const double tol = b->dtype == LOOM_FP32 ? TOL_TF32 : TOL_16BIT;
-  if (launch_verified_forward(b) != 0 || sync_and_check(b) != 0) return -1;
   for (int d = 0; d < b->ngpu; d++)
-    if (download(b, d) != 0) return -1;
-  const int per_gpu = (b->nsample + REF_TOKENS_PER_TASK - 1) / REF_TOKENS_PER_TASK;
-  if (run_tasks(per_gpu * b->ngpu, b->nthreads, ref_task, b) != 0) {
-    fprintf(stderr, "loom moe: the CPU reference failed\n");
-    return -1;
+    if (poison(b, d) != 0) return -1;
+  if (b->impl == IMPL_FUSED) {
+    if (launch_verified_forward(b) != 0 || sync_and_check(b) != 0) return -1;
+  } else {
+    deadline(1);
+    const int rc = on_every_gpu(b, baseline_verified_forward);
+    deadline(0);
+    if (rc != 0) return -1;
   }
   int rc = 0;
+  for (int d = 0; d < b->ngpu; d++) rc |= download(b, d);
+  if (rc != 0) return -1;
+  if (!b->ref_done) {
+    const int per_gpu = (b->nsample + REF_TOKENS_PER_TASK - 1) / REF_TOKENS_PER_TASK;
+    if (run_tasks(per_gpu * b->ngpu, b->nthreads, ref_task, b) != 0) {
+      fprintf(stderr, "loom moe: the CPU reference failed\n");
+      return -1;
+    }
+    b->ref_done = 1;
+  }
   double worst = 0;
   for (int d = 0; d < b->ngpu; d++) {
     rc |= compare(b, d, tol);
     if (b->g[d].err > worst) worst = b->g[d].err;
   }
   if (rc != 0) {
-    printf("verify: FAILED (tokens/GPU %d; details on stderr)\n", b->T);
+    printf("  %-8s verify: FAILED (details on stderr)\n", impl_names[b->impl]);
     return -1;
   }
-  printf("verify: ok (tokens/GPU %d: %d sampled x %d GPUs, routing exact, max rel err %.2e <= "
-         "%.0e, y fully written, stats consistent)\n",
-         b->T, b->nsample, b->ngpu, worst, tol);
+  printf("  %-8s verify: ok (%d sampled tokens x %d GPUs, routing exact, max rel err %.2e <= "
+         "%.0e, y fully written%s)\n",
+         impl_names[b->impl], b->nsample, b->ngpu, worst, tol,
+         b->impl == IMPL_FUSED ? ", stats consistent" : "");
   fflush(stdout);
   return 0;
 }
 
 /* ---- timing ------------------------------------------------------------------------------ */
 
-static int launch_timed(moe_bench *b, int slot) {
+/* Before a timed iteration: overwrite L2 (outside the events) if asked. */
+static int pre_iteration(moe_bench *b, int d, int it) {
+  gpu_state *g = &b->g[d];
+  if (g->flush) CUDA_OK(cudaMemsetAsync(g->flush, it & 0xFF, g->flush_bytes, g->stream));
+  return 0;
+}
+
+static const void *x_of(moe_bench *b, int d, int it) { return b->g[d].x[it % b->o->rotate]; }
+
+/* Fused: one host thread launches every GPU's forward of iteration `it`;
+ * slot >= 0 brackets it with events. */
+static int fused_iteration(moe_bench *b, int it, int slot) {
   for (int d = 0; d < b->ngpu; d++) {
     gpu_state *g = &b->g[d];
     CUDA_OK(cudaSetDevice(d));
+    if (slot >= 0 && pre_iteration(b, d, it) != 0) return -1;
     loom_moe_args_t a;
     memset(&a, 0, sizeof a);
-    a.x = g->x;
+    a.x = x_of(b, d, it);
     a.num_tokens = b->T;
     a.y = g->y;
     a.stats = g->stats; /* the in-kernel phase trace of the last iteration */
+    if (slot >= 0) CUDA_OK(cudaEventRecord(g->ev0[slot], g->stream));
     LOOM_OK(loom_moe_forward_ex(g->moe, &a, g->stream));
-    if (slot >= 0) CUDA_OK(cudaEventRecord(g->ev[slot], g->stream));
+    if (slot >= 0) CUDA_OK(cudaEventRecord(g->ev1[slot], g->stream));
   }
   return 0;
 }
 
-/* Layer time of each of `iters` iterations, in microseconds. */
-static int time_iterations(moe_bench *b, double *us) {
+static int read_batch(moe_bench *b, int d, int done, int n) {
+  gpu_state *g = &b->g[d];
+  for (int i = 0; i < n; i++) {
+    float ms = 0;
+    CUDA_OK(cudaEventElapsedTime(&ms, g->ev0[i], g->ev1[i]));
+    g->us[done + i] = ms * 1e3;
+  }
+  return 0;
+}
+
+static int time_fused(moe_bench *b) {
   for (int i = 0; i < b->o->warmup; i++)
-    if (launch_timed(b, -1) != 0) return -1;
+    if (fused_iteration(b, i, -1) != 0) return -1;
+  if (sync_and_check(b) != 0) return -1;
   for (int done = 0; done < b->o->iters;) {
     const int n = b->o->iters - done < EV_BATCH ? b->o->iters - done : EV_BATCH;
-    for (int d = 0; d < b->ngpu; d++) {
-      CUDA_OK(cudaSetDevice(d));
-      CUDA_OK(cudaEventRecord(b->g[d].ev[0], b->g[d].stream));
-    }
     for (int i = 0; i < n; i++)
-      if (launch_timed(b, i + 1) != 0) return -1;
+      if (fused_iteration(b, done + i, i) != 0) return -1;
     if (sync_and_check(b) != 0) return -1;
-    for (int i = 0; i < n; i++) {
-      double worst = 0;
-      for (int d = 0; d < b->ngpu; d++) {
-        float ms = 0;
-        CUDA_OK(cudaEventElapsedTime(&ms, b->g[d].ev[i], b->g[d].ev[i + 1]));
-        if (ms * 1e3 > worst) worst = ms * 1e3;
-      }
-      us[done + i] = worst;
-    }
+    for (int d = 0; d < b->ngpu; d++)
+      if (read_batch(b, d, done, n) != 0) return -1;
     done += n;
   }
   return 0;
 }
 
-/* Where the time went in the last timed iteration: the end of each phase,
- * max over blocks and GPUs (loom_moe_stats_t.phase_end_ns). */
-static int print_phases(moe_bench *b, double phase[5]) {
+/* Baseline: each GPU's thread runs its own forwards (each synchronises the
+ * thread once); NCCL keeps the iterations of the GPUs in step. */
+static int baseline_timing(moe_bench *b, int d) {
+  gpu_state *g = &b->g[d];
+  for (int i = 0; i < b->o->warmup; i++)
+    LOOM_OK(loom_baseline_forward(g->base, x_of(b, d, i), b->T, g->y, NULL, NULL, g->stream));
+  for (int done = 0; done < b->o->iters;) {
+    const int n = b->o->iters - done < EV_BATCH ? b->o->iters - done : EV_BATCH;
+    for (int i = 0; i < n; i++) {
+      if (pre_iteration(b, d, done + i) != 0) return -1;
+      CUDA_OK(cudaEventRecord(g->ev0[i], g->stream));
+      LOOM_OK(loom_baseline_forward(g->base, x_of(b, d, done + i), b->T, g->y, NULL, NULL,
+                                    g->stream));
+      CUDA_OK(cudaEventRecord(g->ev1[i], g->stream));
+    }
+    CUDA_OK(cudaStreamSynchronize(g->stream));
+    if (read_batch(b, d, done, n) != 0) return -1;
+    done += n;
+  }
+  return 0;
+}
+
+static int time_baseline(moe_bench *b) {
+  deadline(1);
+  const int rc = on_every_gpu(b, baseline_timing);
+  deadline(0);
+  return rc;
+}
+
+/* Where the time went in the last timed fused iteration: the end of each
+ * phase, max over blocks and GPUs (loom_moe_stats_t.phase_end_ns). */
+static int read_phases(moe_bench *b, double phase[5]) {
   for (int i = 0; i < 5; i++) phase[i] = 0;
   for (int d = 0; d < b->ngpu; d++) {
     loom_moe_stats_t st;
@@ -648,45 +953,94 @@ static int print_phases(moe_bench *b, double phase[5]) {
     for (int i = 0; i < 5; i++)
       if (st.phase_end_ns[i] / 1e3 > phase[i]) phase[i] = st.phase_end_ns[i] / 1e3;
   }
-  printf("phases (last iteration, end of each, us): gate %.0f  place %.0f  dispatch %.0f  "
-         "experts %.0f  combine %.0f\n",
-         phase[0], phase[1], phase[2], phase[3], phase[4]);
   return 0;
 }
 
-static int run_tokens(moe_bench *b, int T, moe_row *row) {
-  b->T = T;
-  b->nsample = T < b->o->check_tokens ? T : b->o->check_tokens;
-  for (int s = 0; s < b->nsample; s++)
-    b->sample[s] = b->nsample == 1 ? 0 : (int)((int64_t)s * (T - 1) / (b->nsample - 1));
-  if (run_tasks(b->ngpu, b->ngpu, inputs_task, b) != 0 || verify(b) != 0) return -1;
-  double *us = malloc((size_t)b->o->iters * sizeof *us);
-  if (us == NULL || time_iterations(b, us) != 0) {
-    free(us);
-    return -1;
-  }
-  if (print_phases(b, row->phase_us) != 0) {
-    free(us);
-    return -1;
-  }
-  qsort(us, (size_t)b->o->iters, sizeof *us, cmp_double);
-  row->T = T;
-  row->med_us = us[b->o->iters / 2];
-  if (b->o->iters % 2 == 0) row->med_us = 0.5 * (us[b->o->iters / 2 - 1] + us[b->o->iters / 2]);
-  row->min_us = us[0];
-  row->max_us = us[b->o->iters - 1];
-  free(us);
-  double rows = 0, remote = 0;
+/* The bound of this token count (file comment), from the verified routing. */
+static double bound_us(const moe_bench *b) {
+  const double H = (double)b->H, es = (double)b->es;
+  const double weights = (double)b->El * H * (double)(b->F1 + b->F) * es;
+  double worst = 0;
   for (int d = 0; d < b->ngpu; d++) {
-    for (int p = 0; p < b->ngpu; p++) rows += (double)b->g[d].st.rows_sent[p];
-    remote += (double)b->g[d].st.bytes_remote;
+    double served = 0, wire = 0;
+    for (int s = 0; s < b->ngpu; s++) {
+      served += (double)b->g[s].rows_to[d];
+      if (s != d) wire += (double)b->g[d].rows_to[s] + (double)b->g[s].rows_to[d];
+    }
+    const double flops = 2.0 * served * H * (double)(b->F1 + b->F);
+    const double hbm = (2.0 * b->T + 2.0 * served) * H * es + weights;
+    double t = flops / (b->peak_tflops * 1e12);
+    if (b->ngpu > 1 && b->nvlink_gbps > 0) {
+      const double tw = wire * H * es / (b->nvlink_gbps * 1e9);
+      if (tw > t) t = tw;
+    }
+    const double th = hbm / (b->hbm_gbps * 1e9);
+    if (th > t) t = th;
+    if (t > worst) worst = t;
+  }
+  return worst * 1e6;
+}
+
+static int time_impl(moe_bench *b, moe_row *row) {
+  const int rc = b->impl == IMPL_FUSED ? time_fused(b) : time_baseline(b);
+  if (rc != 0) return -1;
+  const int n = b->o->iters;
+  double *us = b->g[0].us;
+  for (int i = 0; i < n; i++)
+    for (int d = 1; d < b->ngpu; d++)
+      if (b->g[d].us[i] > us[i]) us[i] = b->g[d].us[i];
+  qsort(us, (size_t)n, sizeof *us, cmp_double);
+  memset(row, 0, sizeof *row);
+  row->T = b->T;
+  row->impl = impl_names[b->impl];
+  row->med_us = n % 2 ? us[n / 2] : 0.5 * (us[n / 2 - 1] + us[n / 2]);
+  row->min_us = us[0];
+  row->max_us = us[n - 1];
+  double rows = 0, wire = 0;
+  for (int d = 0; d < b->ngpu; d++) {
+    for (int p = 0; p < b->ngpu; p++) rows += (double)b->g[d].rows_to[p];
+    wire += (double)b->g[d].wire_bytes;
   }
   const double flops = 2.0 * rows * (double)b->H * (double)(b->F1 + b->F);
   const double sec = row->med_us * 1e-6;
   row->tflops = sec > 0 ? flops / sec / b->ngpu / 1e12 : 0;
-  row->remote_mb = remote / b->ngpu / 1e6;
-  row->gbps = sec > 0 ? remote / b->ngpu / sec / 1e9 : 0;
+  row->wire_mb = wire / b->ngpu / 1e6;
+  row->gbps = sec > 0 ? wire / b->ngpu / sec / 1e9 : 0;
+  row->bound_us = bound_us(b);
+  row->pct_bound = row->med_us > 0 ? 100.0 * row->bound_us / row->med_us : 0;
+  if (b->impl == IMPL_FUSED) {
+    row->has_phases = 1;
+    if (read_phases(b, row->phase_us) != 0) return -1;
+  }
+  printf("  %-8s median %.1f us (min %.1f, max %.1f), %.1f TFLOP/s/GPU, %.1f%% of bound",
+         row->impl, row->med_us, row->min_us, row->max_us, row->tflops, row->pct_bound);
+  if (row->has_phases)
+    printf("; phases end at gate %.0f, place %.0f, dispatch %.0f, experts %.0f, combine %.0f us",
+           row->phase_us[0], row->phase_us[1], row->phase_us[2], row->phase_us[3],
+           row->phase_us[4]);
+  printf("\n");
+  fflush(stdout);
   return 0;
+}
+
+/* Verify and time every chosen implementation at T tokens per GPU; rows
+ * gets one row per implementation. Returns the number of rows, -1 on error. */
+static int run_tokens(moe_bench *b, int T, moe_row *rows) {
+  b->T = T;
+  b->ref_done = 0;
+  b->nsample = T < b->o->check_tokens ? T : b->o->check_tokens;
+  for (int s = 0; s < b->nsample; s++)
+    b->sample[s] = b->nsample == 1 ? 0 : (int)((int64_t)s * (T - 1) / (b->nsample - 1));
+  if (run_tasks(b->ngpu, b->ngpu, inputs_task, b) != 0) return -1;
+  int n = 0;
+  for (int impl = IMPL_FUSED; impl <= IMPL_BASELINE; impl++) {
+    if (!(b->o->impl & (impl == IMPL_FUSED ? CLI_IMPL_FUSED : CLI_IMPL_BASELINE))) continue;
+    b->impl = impl;
+    if (verify(b) != 0 || time_impl(b, &rows[n]) != 0) return -1;
+    n++;
+  }
+  if (n == 2) rows[0].speedup = rows[1].med_us / rows[0].med_us;
+  return n;
 }
 
 /* ---- report and teardown ---------------------------------------------------------------- */
@@ -695,19 +1049,26 @@ static void print_header(const moe_bench *b) {
   struct cudaDeviceProp p;
   const char *name = cudaGetDeviceProperties(&p, 0) == cudaSuccess ? p.name : "?";
   printf("loom moe: %d x %s, experts %lld (%lld per GPU), top_k %lld, hidden %lld, ffn %lld, "
-         "%s%s, %s; %d iters after %d warm-up\n",
+         "%s%s, %s; %d iters after %d warm-up, %d rotating inputs, L2 flush %s\n",
          b->ngpu, name, (long long)b->E, (long long)b->El, (long long)b->k, (long long)b->H,
          (long long)b->F, loom_dtype_string(b->dtype), b->dtype == LOOM_FP32 ? " (TF32)" : "",
-         cli_act_names[b->act], b->o->iters, b->o->warmup);
+         cli_act_names[b->act], b->o->iters, b->o->warmup, b->o->rotate,
+         b->o->flush_l2 ? "on" : "off");
   fflush(stdout);
 }
 
 static void print_table(const moe_row *rows, int n) {
-  printf("\n%10s %11s %11s %11s %12s %14s %10s\n", "tokens/GPU", "median_us", "min_us", "max_us",
-         "TFLOP/s/GPU", "remote_MB/GPU", "GB/s/GPU");
-  for (int i = 0; i < n; i++)
-    printf("%10d %11.1f %11.1f %11.1f %12.1f %14.2f %10.1f\n", rows[i].T, rows[i].med_us,
-           rows[i].min_us, rows[i].max_us, rows[i].tflops, rows[i].remote_mb, rows[i].gbps);
+  printf("\n%10s %-8s %10s %10s %10s %11s %12s %9s %9s %7s %8s\n", "tokens/GPU", "impl",
+         "median_us", "min_us", "max_us", "TFLOP/s/GPU", "wire_MB/GPU", "GB/s/GPU", "bound_us",
+         "%bound", "speedup");
+  for (int i = 0; i < n; i++) {
+    const moe_row *r = &rows[i];
+    char sp[16] = "-";
+    if (r->speedup > 0) snprintf(sp, sizeof sp, "%.2fx", r->speedup);
+    printf("%10d %-8s %10.1f %10.1f %10.1f %11.1f %12.2f %9.1f %9.1f %6.1f%% %8s\n", r->T,
+           r->impl, r->med_us, r->min_us, r->max_us, r->tflops, r->wire_mb, r->gbps, r->bound_us,
+           r->pct_bound, sp);
+  }
   fflush(stdout);
 }
 
@@ -720,11 +1081,21 @@ static int teardown(moe_bench *b) {
       fprintf(stderr, "loom moe: GPU %d: loom_moe_destroy: %s\n", d, loom_last_error());
       rc = -1;
     }
-    void *dev[] = {g->x, g->y, g->gate_w, g->w1, g->w2, g->ids, g->wts, g->stats};
+    if (g->base && loom_baseline_destroy(g->base) != LOOM_SUCCESS) {
+      fprintf(stderr, "loom moe: GPU %d: loom_baseline_destroy: %s\n", d, loom_last_error());
+      rc = -1;
+    }
+    void *dev[] = {g->y, g->gate_w, g->w1, g->w2, g->ids, g->wts, g->stats, g->flush};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
       if (dev[i]) cudaFree(dev[i]);
-    for (int e = 0; e < g->nev; e++) cudaEventDestroy(g->ev[e]);
+    for (int r = 0; r < CLI_MAX_ROTATE; r++)
+      if (g->x[r]) cudaFree(g->x[r]);
+    for (int e = 0; e < g->nev; e++) {
+      cudaEventDestroy(g->ev0[e]);
+      cudaEventDestroy(g->ev1[e]);
+    }
     if (g->stream) cudaStreamDestroy(g->stream);
+    free(g->us);
     free(g->xs);
     free(g->ys);
     free(g->yref);
@@ -733,7 +1104,7 @@ static int teardown(moe_bench *b) {
     free(g->is);
     free(g->iref);
   }
-  if (loom_comm_destroy_all(b->ngpu, b->comms) != LOOM_SUCCESS) {
+  if (b->comms[0] != NULL && loom_comm_destroy_all(b->ngpu, b->comms) != LOOM_SUCCESS) {
     fprintf(stderr, "loom moe: loom_comm_destroy_all: %s\n", loom_last_error());
     rc = -1;
   }
@@ -749,6 +1120,7 @@ static int write_json(const moe_bench *b, const moe_row *rows, int n) {
   if (b->o->json == NULL) return 0;
   struct cudaDeviceProp p;
   cli_moe_run run;
+  memset(&run, 0, sizeof run);
   run.gpus = b->ngpu;
   run.device = cudaGetDeviceProperties(&p, 0) == cudaSuccess ? p.name : "?";
   run.experts = (long long)b->E;
@@ -759,6 +1131,14 @@ static int write_json(const moe_bench *b, const moe_row *rows, int n) {
   run.act = cli_act_names[b->act];
   run.iters = b->o->iters;
   run.warmup = b->o->warmup;
+  run.flush_l2 = b->o->flush_l2;
+  run.rotate = b->o->rotate;
+  run.peak_tflops = b->peak_tflops;
+  run.nvlink_gbps = b->nvlink_gbps;
+  run.hbm_gbps = b->hbm_gbps;
+  run.peak_src = b->peak_src;
+  run.nvlink_src = b->nvlink_src;
+  run.hbm_src = b->hbm_src;
   FILE *f = fopen(b->o->json, "w");
   if (f == NULL) {
     fprintf(stderr, "loom moe: cannot write %s\n", b->o->json);
@@ -777,14 +1157,14 @@ static int setup(moe_bench *b) {
   b->sample = malloc((size_t)b->o->check_tokens * sizeof *b->sample);
   if (b->sample == NULL) return -1;
   print_header(b);
-  if (make_weights(b) != 0) return -1;
-  return create_layers(b);
+  if (measure_ceilings(b) != 0 || make_weights(b) != 0) return -1;
+  return on_every_gpu(b, create_layer);
 }
 
 int cli_moe(const cli_options *o) {
   moe_bench *b = calloc(1, sizeof *b);
-  moe_row rows[CLI_MAX_LIST];
-  int n = 0, rc = 1;
+  moe_row rows[2 * CLI_MAX_LIST];
+  int n = 0, done = 0, rc = 1;
   if (b == NULL) {
     fprintf(stderr, "loom moe: out of host memory\n");
     return 1;
@@ -792,11 +1172,14 @@ int cli_moe(const cli_options *o) {
   b->o = o;
   if (resolve_shape(b, o) == 0) {
     const int ok = setup(b) == 0;
-    for (; ok && n < o->ntokens; n++) {
-      printf("\ntokens/GPU %d\n", (int)o->tokens[n]);
-      if (run_tokens(b, (int)o->tokens[n], &rows[n]) != 0) break;
+    for (; ok && done < o->ntokens; done++) {
+      printf("\n[%d/%d] tokens/GPU %d\n", done + 1, o->ntokens, (int)o->tokens[done]);
+      fflush(stdout);
+      const int got = run_tokens(b, (int)o->tokens[done], &rows[n]);
+      if (got < 0) break;
+      n += got;
     }
-    if (ok && n == o->ntokens) {
+    if (ok && done == o->ntokens) {
       print_table(rows, n);
       rc = write_json(b, rows, n) == 0 ? 0 : 1;
     }

@@ -12,28 +12,47 @@ static void put_string(FILE *f, const char *s) {
   fputc('"', f);
 }
 
+static void put_field(FILE *f, const char *key, const char *value) {
+  fprintf(f, "  \"%s\": ", key);
+  put_string(f, value);
+  fprintf(f, ",\n");
+}
+
 int cli_write_moe_json(FILE *f, const cli_moe_run *run, const cli_moe_row *rows, int n) {
   static const char *phase_names[5] = {"gate", "place", "dispatch", "experts", "combine"};
-  fprintf(f, "{\n  \"command\": \"moe\",\n  \"gpus\": %d,\n  \"device\": ", run->gpus);
-  put_string(f, run->device);
-  fprintf(f, ",\n  \"experts\": %lld,\n  \"top_k\": %lld,\n  \"hidden\": %lld,\n  \"ffn\": %lld,\n",
+  fprintf(f, "{\n  \"command\": \"moe\",\n  \"gpus\": %d,\n", run->gpus);
+  put_field(f, "device", run->device);
+  fprintf(f, "  \"experts\": %lld,\n  \"top_k\": %lld,\n  \"hidden\": %lld,\n  \"ffn\": %lld,\n",
           run->experts, run->top_k, run->hidden, run->ffn);
-  fprintf(f, "  \"dtype\": ");
-  put_string(f, run->dtype);
-  fprintf(f, ",\n  \"act\": ");
-  put_string(f, run->act);
-  fprintf(f, ",\n  \"iters\": %d,\n  \"warmup\": %d,\n  \"rows\": [", run->iters, run->warmup);
+  put_field(f, "dtype", run->dtype);
+  put_field(f, "act", run->act);
+  fprintf(f, "  \"iters\": %d,\n  \"warmup\": %d,\n  \"flush_l2\": %d,\n  \"rotate\": %d,\n",
+          run->iters, run->warmup, run->flush_l2, run->rotate);
+  fprintf(f, "  \"ceilings\": {\"gemm_tflops\": %.3f, \"gemm_source\": ", run->peak_tflops);
+  put_string(f, run->peak_src);
+  fprintf(f, ", \"nvlink_gbps\": %.3f, \"nvlink_source\": ", run->nvlink_gbps);
+  put_string(f, run->nvlink_src);
+  fprintf(f, ", \"hbm_gbps\": %.3f, \"hbm_source\": ", run->hbm_gbps);
+  put_string(f, run->hbm_src);
+  fprintf(f, "},\n  \"rows\": [");
   for (int i = 0; i < n; i++) {
     const cli_moe_row *r = &rows[i];
+    fprintf(f, "%s\n    {\"tokens_per_gpu\": %d, \"impl\": ", i ? "," : "", r->T);
+    put_string(f, r->impl);
     fprintf(f,
-            "%s\n    {\"tokens_per_gpu\": %d, \"median_us\": %.3f, \"min_us\": %.3f, "
-            "\"max_us\": %.3f, \"tflops_per_gpu\": %.3f, \"remote_mb_per_gpu\": %.3f, "
-            "\"remote_gbps_per_gpu\": %.3f, \"phase_end_us\": {",
-            i ? "," : "", r->T, r->med_us, r->min_us, r->max_us, r->tflops, r->remote_mb,
-            r->gbps);
-    for (int p = 0; p < 5; p++)
-      fprintf(f, "%s\"%s\": %.1f", p ? ", " : "", phase_names[p], r->phase_us[p]);
-    fprintf(f, "}}");
+            ", \"median_us\": %.3f, \"min_us\": %.3f, \"max_us\": %.3f, "
+            "\"tflops_per_gpu\": %.3f, \"wire_mb_per_gpu\": %.3f, \"wire_gbps_per_gpu\": %.3f, "
+            "\"bound_us\": %.3f, \"pct_of_bound\": %.2f",
+            r->med_us, r->min_us, r->max_us, r->tflops, r->wire_mb, r->gbps, r->bound_us,
+            r->pct_bound);
+    if (r->speedup > 0) fprintf(f, ", \"speedup_vs_baseline\": %.3f", r->speedup);
+    if (r->has_phases) {
+      fprintf(f, ", \"phase_end_us\": {");
+      for (int p = 0; p < 5; p++)
+        fprintf(f, "%s\"%s\": %.1f", p ? ", " : "", phase_names[p], r->phase_us[p]);
+      fprintf(f, "}");
+    }
+    fprintf(f, "}");
   }
   fprintf(f, "\n  ]\n}\n");
   return ferror(f) ? -1 : 0;

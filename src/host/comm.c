@@ -177,6 +177,7 @@ GETTER(loom_comm_rank, int, comm->rank)
 GETTER(loom_comm_size, int, comm->nranks)
 GETTER(loom_comm_device, int, comm->device)
 GETTER(loom_comm_workspace_bytes, size_t, comm->config.workspace_bytes)
+GETTER(loom_comm_nccl, ncclComm_t, comm->nccl)
 
 /* ---- create / destroy ------------------------------------------------------------ */
 

@@ -99,10 +99,30 @@ static void test_json(void) {
   CHECK(parse(&o, err, 4, a2) == -1 && strstr(err, "--json"), "--json needs a name");
   const char *a3[] = {"loom", "moe"};
   CHECK(parse(&o, err, 2, a3) == 0 && o.json == NULL, "no --json by default");
+  CHECK(o.impl == (CLI_IMPL_FUSED | CLI_IMPL_BASELINE) && o.rotate == 4 && o.flush_l2 == 0 &&
+            o.peak_tflops == 0 && o.nvlink_gbps == 0 && o.hbm_gbps == 0,
+        "benchmark defaults");
+  const char *a4[] = {"loom", "moe", "--impl", "baseline", "--flush-l2", "1", "--rotate", "8",
+                      "--peak-tflops", "750.5", "--nvlink-gbps", "400", "--hbm-gbps", "4.2e3"};
+  CHECK(parse(&o, err, 14, a4) == 0 && o.impl == CLI_IMPL_BASELINE && o.flush_l2 == 1 &&
+            o.rotate == 8 && o.peak_tflops == 750.5 && o.nvlink_gbps == 400 &&
+            o.hbm_gbps == 4200,
+        "benchmark options");
+  const char *bad[][2] = {{"--impl", "nccl"},      {"--flush-l2", "yes"}, {"--rotate", "0"},
+                          {"--rotate", "65"},      {"--peak-tflops", "0"}, {"--nvlink-gbps", "-1"},
+                          {"--hbm-gbps", "inf"},   {"--hbm-gbps", "12x"}, {"--peak-tflops", "nan"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *a[] = {"loom", "moe", bad[i][0], bad[i][1]};
+    CHECK(parse(&o, err, 4, a) == -1 && strstr(err, bad[i][0]), "%s %s refused: %s", bad[i][0],
+          bad[i][1], err);
+  }
 
-  cli_moe_run run = {4, "NVIDIA \"H200\"", 32, 2, 2048, 2048, "bf16", "silu", 20, 3};
-  cli_moe_row rows[2] = {{4096, 1240.0, 1236.6, 1242.2, 110.8, 50.55, 40.8, {150, 177, 279, 1161, 1225}},
-                         {8192, 2249.7, 2245.0, 2264.8, 122.2, 100.77, 44.8, {295, 349, 592, 2106, 2238}}};
+  cli_moe_run run = {4, "NVIDIA \"H200\"", 32, 2, 2048, 2048, "bf16", "silu", 20, 3, 0, 4,
+                     700.5, 410.25, 4200, "measured", "given", "measured"};
+  cli_moe_row rows[2] = {
+      {8192, "fused", 2249.7, 2245.0, 2264.8, 122.2, 100.77, 44.8, 346.0, 15.38, 1.5, 1,
+       {295, 349, 592, 2106, 2238}},
+      {8192, "baseline", 3374.5, 3300.0, 3400.0, 81.5, 100.0, 29.6, 346.0, 10.25, 0, 0, {0}}};
   FILE *f = tmpfile();
   CHECK(f != NULL, "tmpfile");
   if (f == NULL) return;
@@ -113,13 +133,19 @@ static void test_json(void) {
   fclose(f);
   CHECK(got > 0 && buf[0] == '{' && strstr(buf, "\n}\n") != NULL, "one object: %s", buf);
   CHECK(strstr(buf, "\"gpus\": 4,") && strstr(buf, "\"experts\": 32,") &&
-            strstr(buf, "\"dtype\": \"bf16\"") && strstr(buf, "\"act\": \"silu\""),
+            strstr(buf, "\"dtype\": \"bf16\"") && strstr(buf, "\"act\": \"silu\"") &&
+            strstr(buf, "\"rotate\": 4,"),
         "header fields: %s", buf);
+  CHECK(strstr(buf, "\"gemm_tflops\": 700.500, \"gemm_source\": \"measured\"") &&
+            strstr(buf, "\"nvlink_gbps\": 410.250, \"nvlink_source\": \"given\""),
+        "ceilings: %s", buf);
   CHECK(strstr(buf, "\"device\": \"NVIDIA \\\"H200\\\"\""), "quotes escaped: %s", buf);
-  CHECK(strstr(buf, "{\"tokens_per_gpu\": 4096, \"median_us\": 1240.000") &&
-            strstr(buf, "{\"tokens_per_gpu\": 8192, \"median_us\": 2249.700") &&
+  CHECK(strstr(buf, "{\"tokens_per_gpu\": 8192, \"impl\": \"fused\", \"median_us\": 2249.700") &&
+            strstr(buf, "{\"tokens_per_gpu\": 8192, \"impl\": \"baseline\", \"median_us\": 3374.500") &&
+            strstr(buf, "\"pct_of_bound\": 15.38, \"speedup_vs_baseline\": 1.500") &&
             strstr(buf, "\"experts\": 2106.0, \"combine\": 2238.0}}"),
         "rows: %s", buf);
+  CHECK(strstr(buf, "\"pct_of_bound\": 10.25}"), "baseline row: no speedup, no phases: %s", buf);
   int braces = 0, brackets = 0;
   for (const char *p = buf; *p; p++) {
     braces += *p == '{' ? 1 : *p == '}' ? -1 : 0;
