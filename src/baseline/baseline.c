@@ -203,6 +203,14 @@ fail:
   return res;
 }
 
+/* GEMM0's output type: fp32, except in grouped mode with 16-bit inputs,
+ * which cublasGemmGroupedBatchedEx only runs with C in the input type
+ * (CUBLAS_STATUS_NOT_SUPPORTED otherwise, seen on H200 with CUDA 13.0):
+ * there the pre-activation is rounded to dtype first. */
+static int pre_dtype(const struct loom_baseline *b) {
+  return b->grouped && b->dtype != LOOM_FP32 ? b->dtype : LOOM_FP32;
+}
+
 /* One expert GEMM (0: recv -> pre, 1: h -> out) for every local expert with
  * rows, rows[le] starting at row first[le] of the expert side. */
 static loom_result_t expert_gemms(struct loom_baseline *b, int which, const int64_t *first,
@@ -211,11 +219,11 @@ static loom_result_t expert_gemms(struct loom_baseline *b, int which, const int6
   const int H = b->H, F = b->F, fw = b->gated ? 2 * F : F;
   const int n = which == 0 ? fw : H, k = which == 0 ? H : F;
   const size_t a_row = which == 0 ? b->row_bytes : (size_t)F * b->es;
-  const size_t c_row = which == 0 ? (size_t)fw * sizeof(float) : b->row_bytes;
+  const size_t c_row = which == 0 ? (size_t)fw * (pre_dtype(b) == LOOM_FP32 ? 4 : 2) : b->row_bytes;
   const char *A = which == 0 ? (const char *)b->recv : (const char *)b->h;
   const char *B = which == 0 ? (const char *)b->w1 : (const char *)b->w2;
   char *C = which == 0 ? (char *)b->pre : (char *)b->out;
-  const cudaDataType_t ct = which == 0 ? CUDA_R_32F : cuda_type(b->dtype);
+  const cudaDataType_t ct = which == 0 ? cuda_type(pre_dtype(b)) : cuda_type(b->dtype);
   if (!b->grouped) {
     for (int le = 0; le < b->El; le++)
       if (rows[le] > 0)
@@ -319,7 +327,7 @@ loom_result_t loom_baseline_forward(loom_baseline_t b, const void *x, int64_t nu
   /* dispatch, experts (GEMM0, activation over all rows, GEMM1), return */
   LOOM_CHECK(exchange(b, b->send, b->tok_off, b->h_counts, b->recv, b->exp_off, b->h_recv, s));
   LOOM_CHECK(expert_gemms(b, 0, first, rows, s));
-  CUDA_CHECK(baseline_activate(b->pre, b->h, off, F, b->act, b->gated, b->dtype, s));
+  CUDA_CHECK(baseline_activate(b->pre, pre_dtype(b), b->h, off, F, b->act, b->gated, b->dtype, s));
   LOOM_CHECK(expert_gemms(b, 1, first, rows, s));
   LOOM_CHECK(exchange(b, b->out, b->exp_off, b->h_recv, b->ret, b->tok_off, b->h_counts, s));
   CUDA_CHECK(baseline_combine(b->ret, b->row_of, b->wts, T, K, b->H, b->dtype, y, s));

@@ -115,18 +115,18 @@ extern "C" cudaError_t baseline_permute(const void *x, int T, int K, int E, size
   return cudaGetLastError();
 }
 
-__global__ void activate_kernel(const float *pre, void *h, int64_t rows, int F, int act, int gated,
-                                int dtype) {
+__global__ void activate_kernel(const void *pre, int pre_dtype, void *h, int64_t rows, int F,
+                                int act, int gated, int dtype) {
   const int64_t n = rows * F;
   const int ld = gated ? 2 * F : F;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t r = i / F;
     const int c = (int)(i - r * F);
-    const float v = pre[r * ld + c];
+    const float v = load_elem(pre, (size_t)(r * ld + c), pre_dtype);
     float out;
     if (gated) {
-      out = v / (1.f + __expf(-v)) * pre[r * ld + F + c];
+      out = v / (1.f + __expf(-v)) * load_elem(pre, (size_t)(r * ld + F + c), pre_dtype);
     } else if (act == LOOM_ACT_RELU) {
       out = v > 0.f ? v : 0.f;
     } else if (act == LOOM_ACT_GELU) {
@@ -138,14 +138,15 @@ __global__ void activate_kernel(const float *pre, void *h, int64_t rows, int F, 
   }
 }
 
-extern "C" cudaError_t baseline_activate(const float *pre, void *h, int64_t rows, int F, int act,
-                                         int gated, int dtype, cudaStream_t s) {
+extern "C" cudaError_t baseline_activate(const void *pre, int pre_dtype, void *h, int64_t rows,
+                                         int F, int act, int gated, int dtype, cudaStream_t s) {
   if (rows == 0) return cudaSuccess;
   const int64_t n = rows * F;
   const int blocks = (int)((n + baseline_cfg::threads - 1) / baseline_cfg::threads < 65536
                                ? (n + baseline_cfg::threads - 1) / baseline_cfg::threads
                                : 65536);
-  activate_kernel<<<blocks, baseline_cfg::threads, 0, s>>>(pre, h, rows, F, act, gated, dtype);
+  activate_kernel<<<blocks, baseline_cfg::threads, 0, s>>>(pre, pre_dtype, h, rows, F, act, gated,
+                                                             dtype);
   return cudaGetLastError();
 }
 
