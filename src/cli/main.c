@@ -43,8 +43,9 @@ static void usage(FILE *f) {
           "  --rotate N           input buffers cycled through while timing (default 4)\n"
           "  --peak-tflops X      GEMM ceiling per GPU for %% of bound (default: measured\n"
           "                       with cuBLAS at 8192^3 in --dtype)\n"
-          "  --nvlink-gbps X      NVLink egress ceiling per GPU (default: measured,\n"
-          "                       every GPU copying to every other at once)\n"
+          "  --nvlink-gbps X      NVLink egress ceiling per GPU (default: measured, every\n"
+          "                       GPU sending to every other at once: the faster of the\n"
+          "                       copy engines and ncclAlltoAll)\n"
           "  --hbm-gbps X         HBM ceiling per GPU (default: measured device copy)\n");
 }
 
