@@ -185,25 +185,19 @@ static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x,
     for (int a = 0; a < 4; a++)
 #pragma unroll
       for (int q = 0; q < GATE_EG; q++) acc[a][q] = 0.0;
-    /* software pipeline: the next chunk's weight and x are in flight while
-     * the barrier waits and the warp multiplies */
+    /* software pipeline: the next chunk's weight and this chunk's x are in
+     * flight while the barrier waits and the warp multiplies */
     float wnext = e0 + b < E ? elem<DT>::load(p.wg, (size_t)r * E + e0 + b) : 0.f;
-    float xnext[4];
-#pragma unroll
-    for (int a = 0; a < 4; a++) xnext[a] = a < nt ? elem<DT>::load(x, (size_t)(tw + a) * H + lane) : 0.f;
     for (int h0 = 0, buf = 0; h0 < H; h0 += 32, buf ^= 1) {
       double *chunk = wchunk + buf * 32 * GATE_WLD;
       chunk[r * GATE_WLD + b] = (double)wnext;
       float xf[4];
 #pragma unroll
-      for (int a = 0; a < 4; a++) xf[a] = xnext[a];
+      for (int a = 0; a < 4; a++)
+        xf[a] = a < nt ? elem<DT>::load(x, (size_t)(tw + a) * H + h0 + lane) : 0.f;
       __syncthreads(); /* chunk complete; the other buffer is free again */
-      if (h0 + 32 < H) {
+      if (h0 + 32 < H)
         wnext = e0 + b < E ? elem<DT>::load(p.wg, (size_t)(h0 + 32 + r) * E + e0 + b) : 0.f;
-#pragma unroll
-        for (int a = 0; a < 4; a++)
-          xnext[a] = a < nt ? elem<DT>::load(x, (size_t)(tw + a) * H + h0 + 32 + lane) : 0.f;
-      }
       if (nt > 0) {
         const double *wr = chunk + lane * GATE_WLD;
         double xd[4];
