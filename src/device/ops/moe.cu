@@ -165,12 +165,11 @@ static __device__ void gate_token(const loom_moe_params &p, float *lg, int t, in
  * Warp w owns tokens t0 + 4w .. +3. The block walks (8 experts) x (32 rows
  * of h) chunks of wg in lockstep: the chunk is staged once per block as
  * fp64 in shared memory (coalesced loads, one conversion per weight per
- * block instead of per warp), double-buffered and loaded GATE_AHEAD chunks
- * ahead, then every warp multiply-adds its 4 tokens x 8 experts: 32
- * independent chains per lane. All threads call it. */
+ * block instead of per warp), double-buffered, then every warp multiply-adds
+ * its 4 tokens x 8 experts: 32 independent chains per lane. All threads
+ * call it. */
 #define GATE_EG 8      /* experts per chunk */
 #define GATE_WLD 10    /* chunk row pitch in doubles: lanes' 16-byte reads spread over banks */
-#define GATE_AHEAD 4   /* chunks whose loads are in flight */
 template <int DT>
 static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x, int t0, int t1,
                                         float *lg, double *wchunk) {
@@ -186,45 +185,29 @@ static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x,
     for (int a = 0; a < 4; a++)
 #pragma unroll
       for (int q = 0; q < GATE_EG; q++) acc[a][q] = 0.0;
-    /* software pipeline: the weights and x of the next GATE_AHEAD chunks
-     * are in flight (a register ring) while the barrier waits and the warp
-     * multiplies; one chunk ahead left every step waiting on L2 */
-    const int steps = H / 32;
-    float wq[GATE_AHEAD], xq[GATE_AHEAD][4];
-#pragma unroll
-    for (int u = 0; u < GATE_AHEAD; u++) {
-      wq[u] = u < steps && e0 + b < E ? elem<DT>::load(p.wg, (size_t)(u * 32 + r) * E + e0 + b) : 0.f;
+    /* software pipeline: the next chunk's weight and this chunk's x are in
+     * flight while the barrier waits and the warp multiplies */
+    float wnext = e0 + b < E ? elem<DT>::load(p.wg, (size_t)r * E + e0 + b) : 0.f;
+    for (int h0 = 0, buf = 0; h0 < H; h0 += 32, buf ^= 1) {
+      double *chunk = wchunk + buf * 32 * GATE_WLD;
+      chunk[r * GATE_WLD + b] = (double)wnext;
+      float xf[4];
 #pragma unroll
       for (int a = 0; a < 4; a++)
-        xq[u][a] = u < steps && a < nt ? elem<DT>::load(x, (size_t)(tw + a) * H + u * 32 + lane) : 0.f;
-    }
-    for (int s0 = 0; s0 < steps; s0 += GATE_AHEAD) {
+        xf[a] = a < nt ? elem<DT>::load(x, (size_t)(tw + a) * H + h0 + lane) : 0.f;
+      __syncthreads(); /* chunk complete; the other buffer is free again */
+      if (h0 + 32 < H)
+        wnext = e0 + b < E ? elem<DT>::load(p.wg, (size_t)(h0 + 32 + r) * E + e0 + b) : 0.f;
+      if (nt > 0) {
+        const double *wr = chunk + lane * GATE_WLD;
+        double xd[4];
 #pragma unroll
-      for (int u = 0; u < GATE_AHEAD; u++) {
-        const int st = s0 + u; /* block-uniform: the barrier below is safe */
-        if (st < steps) {
-          double *chunk = wchunk + (st & 1) * 32 * GATE_WLD;
-          chunk[r * GATE_WLD + b] = (double)wq[u];
-          double xd[4];
+        for (int a = 0; a < 4; a++) xd[a] = (double)xf[a];
 #pragma unroll
-          for (int a = 0; a < 4; a++) xd[a] = (double)xq[u][a];
-          const int sn = st + GATE_AHEAD; /* refill the slot */
-          if (sn < steps) {
-            wq[u] = e0 + b < E ? elem<DT>::load(p.wg, (size_t)(sn * 32 + r) * E + e0 + b) : 0.f;
+        for (int q = 0; q < GATE_EG; q++) {
+          const double w = wr[q];
 #pragma unroll
-            for (int a = 0; a < 4; a++)
-              xq[u][a] = a < nt ? elem<DT>::load(x, (size_t)(tw + a) * H + sn * 32 + lane) : 0.f;
-          }
-          __syncthreads(); /* chunk complete; the other buffer is free again */
-          if (nt > 0) {
-            const double *wr = chunk + lane * GATE_WLD;
-#pragma unroll
-            for (int q = 0; q < GATE_EG; q++) {
-              const double w = wr[q];
-#pragma unroll
-              for (int a = 0; a < 4; a++) acc[a][q] = __dadd_rn(acc[a][q], __dmul_rn(xd[a], w));
-            }
-          }
+          for (int a = 0; a < 4; a++) acc[a][q] = __dadd_rn(acc[a][q], __dmul_rn(xd[a], w));
         }
       }
     }
