@@ -9,10 +9,13 @@
 #   gemm-grouped           the baseline with grouped-batched expert GEMMs
 #                          at T=8192 (the loop is the default)
 #   flush                  T=8192 bf16 with the L2 flushed every iteration
-# Usage: bench/moe_grid.sh OUTDIR [N]   (N: GPUs, default all visible)
+#   experts-E (with "experts" as 3rd argument) E in {8, 16, 32, 64, 128} at
+#                          T=16384, bf16 (issue 5's expert scaling on 8 GPUs)
+# Usage: bench/moe_grid.sh OUTDIR [N] [experts]   (N: GPUs, default all visible)
 set -u
 out=${1:?usage: bench/moe_grid.sh OUTDIR [N]}
 n=${2:-0}
+sweep=${3:-}
 export NCCL_NVLS_ENABLE=0
 mkdir -p "$out"
 fail=0
@@ -34,5 +37,10 @@ export LOOM_BASELINE_GEMM=grouped
 run gemm-grouped --gpus "$n" --impl baseline --tokens 8192
 unset LOOM_BASELINE_GEMM
 run flush --gpus "$n" --dtype bf16 --tokens 8192 --flush-l2 1
+if [ "$sweep" = experts ]; then
+  for e in 8 16 32 64 128; do
+    run "experts-$e" --gpus "$n" --dtype bf16 --tokens 16384 --experts "$e"
+  done
+fi
 echo "moe-grid: $fail failed"
 [ $fail -eq 0 ]
