@@ -708,7 +708,6 @@ static int baseline_verified_forward(moe_bench *b, int d) {
   gpu_state *g = &b->g[d];
   LOOM_OK(loom_baseline_forward(g->base, g->x[0], b->T, g->y, g->ids, g->wts, g->stream));
   CUDA_OK(cudaStreamSynchronize(g->stream));
-  g->wire_bytes = loom_baseline_bytes_remote(g->base);
   return 0;
 }
 
@@ -750,8 +749,8 @@ static int sync_and_check(moe_bench *b) {
 }
 
 /* Count the y elements still poisoned; copy the sampled rows (y, routing)
- * and, for the fused layer, the stats to the host; count the routed rows
- * per destination GPU. */
+ * and, for the fused layer, the stats to the host; note the bytes the
+ * forward sent to other GPUs; count the routed rows per destination GPU. */
 static int download(moe_bench *b, int d) {
   gpu_state *g = &b->g[d];
   const size_t H = (size_t)b->H, k = (size_t)b->k, n = (size_t)b->T * H;
@@ -777,6 +776,7 @@ static int download(moe_bench *b, int d) {
     memcpy(g->is + s * k, ids + t * k, k * sizeof *ids);
     memcpy(g->ws + s * k, wts + t * k, k * sizeof *wts);
   }
+  g->wire_bytes = b->impl == IMPL_FUSED ? g->st.bytes_remote : loom_baseline_bytes_remote(g->base);
   for (int p = 0; p < b->ngpu; p++) g->rows_to[p] = 0;
   for (size_t a = 0; a < (size_t)b->T * k; a++)
     if (ids[a] >= 0 && ids[a] < b->E) g->rows_to[ids[a] / b->El]++;
@@ -863,7 +863,6 @@ static int compare(moe_bench *b, int d, double tol) {
               (long long)g->st.rows_sent[p], p, (long long)b->g[p].st.rows_received[d]);
       rc = -1;
     }
-  g->wire_bytes = g->st.bytes_remote;
   return rc;
 }
 
