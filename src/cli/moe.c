@@ -184,34 +184,13 @@ typedef cli_moe_row moe_row;
 
 /* ---- small helpers --------------------------------------------------------------- */
 
-static void round_dtype(float *x, size_t n, loom_dtype_t t) {
-  if (t == LOOM_BF16) ref_round_bf16_array(x, n);
-  if (t == LOOM_FP16) ref_round_fp16_array(x, n);
-}
-
-static void to_dtype(void *dst, const float *src, size_t n, loom_dtype_t t) {
-  uint16_t *h = (uint16_t *)dst;
-  if (t == LOOM_FP32)
-    memcpy(dst, src, n * sizeof *src);
-  else if (t == LOOM_BF16)
-    for (size_t i = 0; i < n; i++) h[i] = ref_float_to_bf16(src[i]);
-  else
-    for (size_t i = 0; i < n; i++) h[i] = ref_float_to_fp16(src[i]);
-}
-
-static float from_dtype1(const void *src, size_t i, loom_dtype_t t) {
-  if (t == LOOM_FP32) return ((const float *)src)[i];
-  const uint16_t h = ((const uint16_t *)src)[i];
-  return t == LOOM_BF16 ? ref_bf16_to_float(h) : ref_fp16_to_float(h);
-}
-
 /* Fill n floats with uniform [-scale, scale) from stream (kind, index),
  * rounded to the dtype. */
 static void fill_random(float *dst, size_t n, float scale, int kind, int64_t index, uint64_t salt,
                         loom_dtype_t t) {
   rng_t r = rng_make((uint64_t)kind, (uint64_t)index, salt);
   for (size_t i = 0; i < n; i++) dst[i] = rng_sym(&r) * scale;
-  round_dtype(dst, n, t);
+  ref_round_array(dst, n, (int)t);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -349,18 +328,18 @@ static int upload_weights(moe_bench *b, int d) {
   if (stage == NULL) return -1;
   int rc = -1;
   if (cudaSetDevice(d) != cudaSuccess) goto out;
-  to_dtype(stage, b->gate_w, H * (size_t)b->E, b->dtype);
+  ref_pack_array(stage, b->gate_w, H * (size_t)b->E, (int)b->dtype);
   if (cudaMemcpy(g->gate_w, stage, H * (size_t)b->E * b->es, cudaMemcpyHostToDevice)) goto out;
   for (int64_t l = 0; l < b->El; l++) {
     const int64_t e = d * b->El + l;
     float *w1 = b->w1 + (size_t)e * n1, *w2 = b->w2 + (size_t)e * n2;
     fill_random(w1, n1, sqrtf(3.0f / (float)H), KIND_W1, e, 0, b->dtype);
     fill_random(w2, n2, sqrtf(3.0f / (float)F), KIND_W2, e, 0, b->dtype);
-    to_dtype(stage, w1, n1, b->dtype);
+    ref_pack_array(stage, w1, n1, (int)b->dtype);
     if (cudaMemcpy((char *)g->w1 + (size_t)l * n1 * b->es, stage, n1 * b->es,
                    cudaMemcpyHostToDevice))
       goto out;
-    to_dtype(stage, w2, n2, b->dtype);
+    ref_pack_array(stage, w2, n2, (int)b->dtype);
     if (cudaMemcpy((char *)g->w2 + (size_t)l * n2 * b->es, stage, n2 * b->es,
                    cudaMemcpyHostToDevice))
       goto out;
@@ -659,7 +638,7 @@ static int upload_inputs(moe_bench *b, int d) {
     for (; next < b->nsample && b->sample[next] < t0 + n; next++)
       memcpy(g->xs + (size_t)next * H, rows + (size_t)(b->sample[next] - t0) * H,
              H * sizeof(float));
-    to_dtype(stage, rows, (size_t)n * H, b->dtype);
+    ref_pack_array(stage, rows, (size_t)n * H, (int)b->dtype);
     if (cudaMemcpy((char *)g->x[0] + (size_t)t0 * H * b->es, stage, (size_t)n * H * b->es,
                    cudaMemcpyHostToDevice))
       goto out;
@@ -772,7 +751,7 @@ static int download(moe_bench *b, int d) {
   }
   for (int s = 0; s < b->nsample; s++) {
     const size_t t = (size_t)b->sample[s];
-    for (size_t h = 0; h < H; h++) g->ys[s * H + h] = from_dtype1(y, t * H + h, b->dtype);
+    ref_unpack_array(g->ys + s * H, y + t * H * b->es, H, (int)b->dtype);
     memcpy(g->is + s * k, ids + t * k, k * sizeof *ids);
     memcpy(g->ws + s * k, wts + t * k, k * sizeof *wts);
   }

@@ -122,3 +122,34 @@ void ref_round_fp16_array(float *x, size_t n) {
   for (size_t i = 0; i < n; i++)
     x[i] = ref_round_fp16(x[i]);
 }
+
+void ref_pack_array(void *dst, const float *src, size_t n, int fmt) {
+  uint16_t *h = (uint16_t *)dst;
+  if (fmt == 0)
+    memcpy(dst, src, n * sizeof *src);
+  else if (fmt == 1)
+    for (size_t i = 0; i < n; i++)
+      h[i] = ref_float_to_bf16(src[i]);
+  else
+    for (size_t i = 0; i < n; i++)
+      h[i] = ref_float_to_fp16(src[i]);
+}
+
+void ref_unpack_array(float *dst, const void *src, size_t n, int fmt) {
+  const uint16_t *h = (const uint16_t *)src;
+  if (fmt == 0)
+    memcpy(dst, src, n * sizeof *dst);
+  else if (fmt == 1)
+    for (size_t i = 0; i < n; i++)
+      dst[i] = ref_bf16_to_float(h[i]);
+  else
+    for (size_t i = 0; i < n; i++)
+      dst[i] = ref_fp16_to_float(h[i]);
+}
+
+void ref_round_array(float *x, size_t n, int fmt) {
+  if (fmt == 1)
+    ref_round_bf16_array(x, n);
+  else if (fmt == 2)
+    ref_round_fp16_array(x, n);
+}

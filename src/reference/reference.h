@@ -41,6 +41,15 @@ float ref_round_fp16(float f);
 void ref_round_bf16_array(float *x, size_t n);
 void ref_round_fp16_array(float *x, size_t n);
 
+/* Arrays in a storage format: fmt 0 = fp32, 1 = bf16, 2 = fp16 (the codes of
+ * h_round below and of loom_dtype_t). ref_round_array rounds n floats in
+ * place to the format's values; ref_pack_array writes n elements in the
+ * format to dst (4 or 2 bytes each, RNE); ref_unpack_array reads n back as
+ * floats. */
+void ref_round_array(float *x, size_t n, int fmt);
+void ref_pack_array(void *dst, const float *src, size_t n, int fmt);
+void ref_unpack_array(float *dst, const void *src, size_t n, int fmt);
+
 /* ---- GEMM ----------------------------------------------------------------- */
 
 /* C[m x n] = alpha * A[m x k] * B[k x n] + beta * C, double accumulation.

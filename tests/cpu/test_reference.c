@@ -242,6 +242,36 @@ static void test_round_arrays(void) {
   ref_round_fp16_array(NULL, 3);
 }
 
+/* Packing into a storage format and reading back = rounding to it. */
+static void test_pack_arrays(void) {
+  const float src[3] = {1.0f + 3 * 0x1p-8f, 65520.0f, -0.1f};
+  const uint16_t bf16[3] = {0x3F82, 0x4780, 0xBDCD}, fp16[3] = {0x3C0C, 0x7C00, 0xAE66};
+  float f32[3], back[3], want[3];
+  uint16_t h[3];
+  ref_pack_array(f32, src, 3, 0);
+  ref_unpack_array(back, f32, 3, 0);
+  memcpy(want, src, sizeof src);
+  ref_round_array(want, 3, 0);
+  CHECK(memcmp(f32, src, sizeof src) == 0 && memcmp(back, src, sizeof src) == 0 &&
+            memcmp(want, src, sizeof src) == 0,
+        "fp32: pack and unpack copy, round leaves alone");
+  ref_pack_array(h, src, 3, 1);
+  ref_unpack_array(back, h, 3, 1);
+  memcpy(want, src, sizeof src);
+  ref_round_array(want, 3, 1);
+  CHECK(memcmp(h, bf16, sizeof h) == 0, "bf16 bits %04x %04x %04x", h[0], h[1], h[2]);
+  for (size_t i = 0; i < 3; i++)
+    CHECK(back[i] == ref_round_bf16(src[i]) && want[i] == back[i], "bf16 element %zu", i);
+  ref_pack_array(h, src, 3, 2);
+  ref_unpack_array(back, h, 3, 2);
+  memcpy(want, src, sizeof src);
+  ref_round_array(want, 3, 2);
+  CHECK(memcmp(h, fp16, sizeof h) == 0, "fp16 bits %04x %04x %04x", h[0], h[1], h[2]);
+  for (size_t i = 0; i < 3; i++)
+    CHECK(back[i] == ref_round_fp16(src[i]) && want[i] == back[i], "fp16 element %zu", i);
+  CHECK(isinf(back[1]), "65520 packs to fp16 Inf");
+}
+
 /* ---- conversions: invariants --------------------------------------------- */
 
 /* Every non-NaN 16-bit pattern survives 16 -> float -> 16; NaNs stay NaN. */
@@ -944,6 +974,7 @@ int main(void) {
   test_bf16_hand();
   test_fp16_hand();
   test_round_arrays();
+  test_pack_arrays();
   test_roundtrip_all();
   test_nearest_random(&rng);
   test_gemm_hand();

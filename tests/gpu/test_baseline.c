@@ -27,6 +27,9 @@
 #include "../check.h"
 #include "gpu_check.h"
 
+_Static_assert(LOOM_FP32 == 0 && LOOM_BF16 == 1 && LOOM_FP16 == 2,
+               "ref_*_array formats follow loom_dtype_t");
+
 #define MAX_R 8
 #define HID 128
 #define FFN 128
@@ -42,22 +45,7 @@ static float urand(void) { /* uniform in [-1, 1) */
 
 static void fill(float *a, size_t n, float scale, int dtype) {
   for (size_t i = 0; i < n; i++) a[i] = urand() * scale;
-  if (dtype == LOOM_BF16) ref_round_bf16_array(a, n);
-  if (dtype == LOOM_FP16) ref_round_fp16_array(a, n);
-}
-
-static void to_dtype(const float *f, void *out, size_t n, int dtype) {
-  for (size_t i = 0; i < n; i++) {
-    if (dtype == LOOM_FP32) ((float *)out)[i] = f[i];
-    else if (dtype == LOOM_BF16) ((uint16_t *)out)[i] = ref_float_to_bf16(f[i]);
-    else ((uint16_t *)out)[i] = ref_float_to_fp16(f[i]);
-  }
-}
-
-static float from_dtype(const void *p, size_t i, int dtype) {
-  if (dtype == LOOM_FP32) return ((const float *)p)[i];
-  if (dtype == LOOM_BF16) return ref_bf16_to_float(((const uint16_t *)p)[i]);
-  return ref_fp16_to_float(((const uint16_t *)p)[i]);
+  ref_round_array(a, n, dtype);
 }
 
 typedef struct {
@@ -121,13 +109,13 @@ static int run_case(loom_comm_t *comms, int R, int dtype, int act) {
     CUDA_T(cudaMalloc(&dev[r][0], (size_t)HID * EXP * es));
     CUDA_T(cudaMalloc(&dev[r][1], (size_t)El * HID * fw * es));
     CUDA_T(cudaMalloc(&dev[r][2], (size_t)El * FFN * HID * es));
-    to_dtype(wg, buf, (size_t)HID * EXP, dtype);
+    ref_pack_array(buf, wg, (size_t)HID * EXP, dtype);
     CUDA_T(cudaMemcpy(dev[r][0], buf, (size_t)HID * EXP * es, cudaMemcpyHostToDevice));
-    to_dtype(w1 + (size_t)r * El * HID * fw, buf, (size_t)El * HID * fw, dtype);
+    ref_pack_array(buf, w1 + (size_t)r * El * HID * fw, (size_t)El * HID * fw, dtype);
     CUDA_T(cudaMemcpy(dev[r][1], buf, (size_t)El * HID * fw * es, cudaMemcpyHostToDevice));
-    to_dtype(w2 + (size_t)r * El * FFN * HID, buf, (size_t)El * FFN * HID, dtype);
+    ref_pack_array(buf, w2 + (size_t)r * El * FFN * HID, (size_t)El * FFN * HID, dtype);
     CUDA_T(cudaMemcpy(dev[r][2], buf, (size_t)El * FFN * HID * es, cudaMemcpyHostToDevice));
-    to_dtype(x[r], buf, (size_t)q->T * HID, dtype);
+    ref_pack_array(buf, x[r], (size_t)q->T * HID, dtype);
     CUDA_T(cudaMemcpy(q->x, buf, (size_t)q->T * HID * es, cudaMemcpyHostToDevice));
     CUDA_T(cudaMemset(q->y, 0xFF, (size_t)TMAX * HID * es)); /* poison: NaN */
     LOOM_T(loom_baseline_create(comms[r]->nccl, &cfg, &q->b));
@@ -151,7 +139,7 @@ static int run_case(loom_comm_t *comms, int R, int dtype, int act) {
     cudaSetDevice(r);
     cudaMemcpy(buf, q->y, (size_t)q->T * HID * es, cudaMemcpyDeviceToHost);
     cudaMemcpy(gids, q->ids, sizeof(int32_t) * q->T * TOPK, cudaMemcpyDeviceToHost);
-    for (size_t i = 0; i < (size_t)q->T * HID; i++) got[i] = from_dtype(buf, i, dtype);
+    ref_unpack_array(got, buf, (size_t)q->T * HID, dtype);
     cudaMemcpy(gw, q->wts, sizeof(float) * q->T * TOPK, cudaMemcpyDeviceToHost);
     /* Routing from fp32 logits may differ from the fp64 reference only at
      * near-ties: allow at most 1 token in 500 to differ, and leave those

@@ -91,6 +91,9 @@
 #include "../check.h"
 #include "gpu_check.h"
 
+_Static_assert(LOOM_FP32 == 0 && LOOM_BF16 == 1 && LOOM_FP16 == 2,
+               "ref_*_array formats follow loom_dtype_t");
+
 #define MAX_RANKS 8
 #define HIDDEN 128
 #define FFN 128
@@ -206,31 +209,6 @@ static int rng_int(rng_t *r, int n) { return (int)(rng_next(r) % (uint64_t)n); }
 /* ---- dtypes --------------------------------------------------------------------------------- */
 
 static size_t dtype_bytes(loom_dtype_t t) { return t == LOOM_FP32 ? 4 : 2; }
-
-static void round_dtype(float *x, size_t n, loom_dtype_t t) {
-  if (t == LOOM_BF16) ref_round_bf16_array(x, n);
-  if (t == LOOM_FP16) ref_round_fp16_array(x, n);
-}
-
-static void to_dtype(void *dst, const float *src, size_t n, loom_dtype_t t) {
-  uint16_t *h = (uint16_t *)dst;
-  if (t == LOOM_FP32)
-    memcpy(dst, src, n * sizeof *src);
-  else if (t == LOOM_BF16)
-    for (size_t i = 0; i < n; i++) h[i] = ref_float_to_bf16(src[i]);
-  else
-    for (size_t i = 0; i < n; i++) h[i] = ref_float_to_fp16(src[i]);
-}
-
-static void from_dtype(float *dst, const void *src, size_t n, loom_dtype_t t) {
-  const uint16_t *h = (const uint16_t *)src;
-  if (t == LOOM_FP32)
-    memcpy(dst, src, n * sizeof *dst);
-  else if (t == LOOM_BF16)
-    for (size_t i = 0; i < n; i++) dst[i] = ref_bf16_to_float(h[i]);
-  else
-    for (size_t i = 0; i < n; i++) dst[i] = ref_fp16_to_float(h[i]);
-}
 
 /* ---- a tiny task pool for the CPU side (references, data) ----------------------------------- */
 
@@ -513,8 +491,8 @@ static int gen_expert_task(void *p, int e) {
   const double s1 = sqrt(3.0 / (double)H), s2 = sqrt(3.0 / (double)F);
   for (size_t i = 0; i < H * F1; i++) w1[i] = (float)(rng_sym(&r1) * s1);
   for (size_t i = 0; i < F * H; i++) w2[i] = (float)(rng_sym(&r2) * s2);
-  round_dtype(w1, H * F1, g->c->dtype);
-  round_dtype(w2, F * H, g->c->dtype);
+  ref_round_array(w1, H * F1, (int)g->c->dtype);
+  ref_round_array(w2, F * H, (int)g->c->dtype);
   return 0;
 }
 
@@ -553,7 +531,7 @@ static void gen_x(const moe_case *c, host_data *d, int r) {
   } else {
     for (size_t i = 0; i < T * H; i++) x[i] = (float)rng_sym(&g);
   }
-  round_dtype(x, T * H, c->dtype);
+  ref_round_array(x, T * H, (int)c->dtype);
 }
 
 /* The experts caller routing draws from, the same on every rank:
@@ -790,7 +768,7 @@ static void ctx_free(rank_ctx *c) {
 
 static int upload(void *dev, const float *src, size_t n, loom_dtype_t t, host_data *d) {
   if (n == 0) return 0;
-  to_dtype(d->stage, src, n, t);
+  ref_pack_array(d->stage, src, n, (int)t);
   CUDA_T(cudaMemcpy(dev, d->stage, n * dtype_bytes(t), cudaMemcpyHostToDevice));
   return 0;
 }
@@ -995,7 +973,7 @@ static int verify_y(const rank_ctx *rc, const moe_case *c, host_data *d, const v
         T * H, desc);
   CHECK(beyond == 0, "rank %d %s: %zu elements written past row %zu [%s]", r, which, beyond, T,
         desc);
-  from_dtype(d->yhost, d->stage, T * H, c->dtype);
+  ref_unpack_array(d->yhost, d->stage, T * H, (int)c->dtype);
   const double err = ref_rel_error(d->yhost, d->yref[r], T * H), tol = case_tolerance(c);
   CHECK(err <= tol, "rank %d %s: rel error %.3g > %.1g [%s]", r, which, err, tol, desc);
   return unwritten == 0 && beyond == 0 && err <= tol ? 0 : -1;
