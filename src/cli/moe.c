@@ -114,23 +114,16 @@ typedef struct {
   uint64_t s;
 } rng_t;
 
-static uint64_t mix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 static rng_t rng_make(uint64_t a, uint64_t b, uint64_t c) {
   rng_t r;
-  r.s = mix64(SEED ^ mix64(a ^ mix64(b ^ mix64(c))));
+  r.s = ref_splitmix64(SEED ^ ref_splitmix64(a ^ ref_splitmix64(b ^ ref_splitmix64(c))));
   return r;
 }
 
 /* Uniform in [-1, 1). */
 static float rng_sym(rng_t *r) {
   r->s += 0x9e3779b97f4a7c15ull;
-  return (float)((double)(mix64(r->s) >> 11) * 0x1.0p-52 - 1.0);
+  return (float)((double)(ref_splitmix64(r->s) >> 11) * 0x1.0p-52 - 1.0);
 }
 
 

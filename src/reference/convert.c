@@ -1,5 +1,6 @@
 /*
- * Scalar float <-> bf16 / fp16 conversion, round to nearest, ties to even.
+ * Scalar float <-> bf16 / fp16 conversion, round to nearest, ties to even;
+ * arrays in a storage format; the splitmix64 step used for test data.
  * Bit patterns move through memcpy so the compiler sees no aliasing tricks.
  */
 #include "reference.h"
@@ -152,4 +153,11 @@ void ref_round_array(float *x, size_t n, int fmt) {
     ref_round_bf16_array(x, n);
   else if (fmt == 2)
     ref_round_fp16_array(x, n);
+}
+
+uint64_t ref_splitmix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
 }

@@ -149,6 +149,12 @@ int ref_moe_forward(const ref_moe_shape *s, const float *x, const float *wg,
  * assignment (no capacity). 1 <= k <= E as elsewhere. */
 int ref_expert_counts(int T, int k, int E, const int32_t *ids, int64_t *counts);
 
+/* ---- deterministic test data ------------------------------------------------------ */
+
+/* splitmix64's step: z + 0x9e3779b97f4a7c15, then its finaliser. The
+ * generators of the tests and of `loom moe` key their streams with it. */
+uint64_t ref_splitmix64(uint64_t z);
+
 /* ---- checks --------------------------------------------------------------------- */
 
 /* ||out - ref||_2 / ||ref||_2 in double. If ||ref|| == 0 returns ||out||_2.

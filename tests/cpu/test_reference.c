@@ -272,6 +272,12 @@ static void test_pack_arrays(void) {
   CHECK(isinf(back[1]), "65520 packs to fp16 Inf");
 }
 
+/* The published first output of splitmix64 seeded with 0. */
+static void test_splitmix64(void) {
+  CHECK(ref_splitmix64(0) == 0xe220a8397b1dcdafull, "splitmix64(0) = %016llx",
+        (unsigned long long)ref_splitmix64(0));
+}
+
 /* ---- conversions: invariants --------------------------------------------- */
 
 /* Every non-NaN 16-bit pattern survives 16 -> float -> 16; NaNs stay NaN. */
@@ -975,6 +981,7 @@ int main(void) {
   test_fp16_hand();
   test_round_arrays();
   test_pack_arrays();
+  test_splitmix64();
   test_roundtrip_all();
   test_nearest_random(&rng);
   test_gemm_hand();

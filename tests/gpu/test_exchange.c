@@ -27,6 +27,7 @@
 #include <cuda_runtime_api.h>
 
 #include "loom.h"
+#include "reference/reference.h"
 #include "host/internal.h"
 #include "../check.h"
 #include "gpu_check.h"
@@ -43,12 +44,9 @@ static const size_t SIZES[] = {1000, 65536 + 16, (3u << 20) + 4, 16u << 20};
 
 /* 8-byte word w of what `rank` sends to `dst` in call `call` (splitmix64). */
 static uint64_t payload_word(int rank, int dst, int call, size_t w) {
-  uint64_t z = SEED ^ ((uint64_t)rank << 56) ^ ((uint64_t)dst << 48) ^
+  const uint64_t z = SEED ^ ((uint64_t)rank << 56) ^ ((uint64_t)dst << 48) ^
                ((uint64_t)call << 40) ^ w;
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+  return ref_splitmix64(z);
 }
 
 /* The message as bytes: out[0..bpp) of what rank sends dst in call. */

@@ -184,22 +184,16 @@ typedef struct {
   uint64_t s;
 } rng_t;
 
-static uint64_t mix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 static rng_t rng_make(uint64_t key, int kind, int index) {
   rng_t r;
-  r.s = mix64(g_seed ^ mix64(key ^ mix64(((uint64_t)kind << 32) ^ (uint64_t)(uint32_t)index)));
+  r.s = ref_splitmix64(g_seed ^ ref_splitmix64(key ^ ref_splitmix64(((uint64_t)kind << 32) ^
+                                                                    (uint64_t)(uint32_t)index)));
   return r;
 }
 
 static uint64_t rng_next(rng_t *r) {
   r->s += 0x9e3779b97f4a7c15ull;
-  return mix64(r->s);
+  return ref_splitmix64(r->s);
 }
 
 static double rng_unit(rng_t *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; } /* [0,1) */
