@@ -31,6 +31,7 @@
 #include "host/internal.h"
 #include "../check.h"
 #include "gpu_check.h"
+#include "ranks.h"
 
 #define MAX_RANKS 8
 #define CALLS 3
@@ -298,15 +299,11 @@ static int single_process(int n, int fault) {
 
 /* ---- one process per GPU ----------------------------------------------------- */
 
-static int child_rank(int rank, int n, int fault, int id_in, int *id_out) {
+static int child_rank(const ranks_child *rc, void *arg) {
+  const int rank = rc->rank, n = rc->n, fault = *(const int *)arg;
+  alarm(CHILD_DEADLINE_S);
   ncclUniqueId id;
-  if (rank == 0) {
-    if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
-    for (int r = 1; r < n; r++)
-      if (write(id_out[r], &id, sizeof id) != (ssize_t)sizeof id) return 1;
-  } else if (read(id_in, &id, sizeof id) != (ssize_t)sizeof id) {
-    return 1;
-  }
+  if (ranks_unique_id(rc, &id) != 0) return 1;
   rank_ctx c;
   memset(&c, 0, sizeof c);
   c.rank = rank;
@@ -336,61 +333,16 @@ static int child_rank(int rank, int n, int fault, int id_in, int *id_out) {
 
 /* Fork n ranks; returns 0 when every one exits 0 before the deadline. */
 static int multi_process(int n, int fault) {
-  int pipes[MAX_RANKS][2], wr[MAX_RANKS];
-  pid_t pid[MAX_RANKS];
-  for (int r = 0; r < n; r++) {
-    if (pipe(pipes[r]) != 0) return -1;
-    wr[r] = pipes[r][1];
-  }
-  fflush(stdout);
-  for (int r = 0; r < n; r++) {
-    pid[r] = fork();
-    if (pid[r] == 0) {
-      alarm(CHILD_DEADLINE_S);
-      check_passed_ = check_failed_ = check_skipped_ = 0; /* not the parent's */
-      _exit(child_rank(r, n, fault, pipes[r][0], wr));
-    }
-  }
-  for (int r = 0; r < n; r++) {
-    close(pipes[r][0]);
-    close(pipes[r][1]);
-  }
-  int ok = 1;
-  for (int r = 0; r < n; r++) {
-    int st = 0;
-    waitpid(pid[r], &st, 0);
-    const int good = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-    CHECK(good, "multi-process n=%d%s: rank %d %s %d", n, fault ? " fault" : "", r,
-          WIFEXITED(st) ? "exited with" : "killed by signal",
-          WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-    ok &= good;
-  }
-  return ok ? 0 : -1;
-}
-
-/* GPU count without initialising CUDA in this process (children fork
- * later and must not inherit a CUDA context). */
-static int gpu_count_in_child(void) {
-  int fd[2], count = 0;
-  if (pipe(fd) != 0) return 0;
-  pid_t p = fork();
-  if (p == 0) {
-    int c = 0;
-    if (cudaGetDeviceCount(&c) != cudaSuccess) c = 0;
-    _exit(write(fd[1], &c, sizeof c) == (ssize_t)sizeof c ? 0 : 1);
-  }
-  if (read(fd[0], &count, sizeof count) != (ssize_t)sizeof count) count = 0;
-  waitpid(p, NULL, 0);
-  close(fd[0]);
-  close(fd[1]);
-  return count;
+  char what[32];
+  snprintf(what, sizeof what, "n=%d%s", n, fault ? " fault" : "");
+  return ranks_run(n, child_rank, &fault, what);
 }
 
 int main(int argc, char **argv) {
   setenv("NCCL_NVLS_ENABLE", "0", 0);
   const int multi = argc > 1 && strcmp(argv[1], "multi") == 0;
   alarm(2 * CHILD_DEADLINE_S); /* a hang becomes a failure, never a stall */
-  int ngpu = multi ? gpu_count_in_child() : 0;
+  int ngpu = multi ? ranks_gpu_count() : 0;
   if (!multi && cudaGetDeviceCount(&ngpu) != cudaSuccess) ngpu = 0;
   if (ngpu == 0) {
     CHECK_SKIP("no GPU visible");

@@ -90,6 +90,7 @@
 #include "reference/reference.h"
 #include "../check.h"
 #include "gpu_check.h"
+#include "ranks.h"
 
 _Static_assert(LOOM_FP32 == 0 && LOOM_BF16 == 1 && LOOM_FP16 == 2,
                "ref_*_array formats follow loom_dtype_t");
@@ -110,7 +111,6 @@ _Static_assert(LOOM_FP32 == 0 && LOOM_BF16 == 1 && LOOM_FP16 == 2,
 #define GRAPH_REPLAYS 100
 #define FAULT_TIMEOUT_MS 1000
 #define CASE_DEADLINE_S 120 /* watchdog per case, replay or setup step */
-#define CHILD_GRACE_S 15    /* multi: time the others get after a rank fails */
 #define PARENT_DEADLINE_S 3600
 
 /* Tolerances on ||y - ref|| / ||ref|| and on routing weights. */
@@ -154,7 +154,6 @@ static int g_threads = 1;
 /* ---- watchdog ------------------------------------------------------------------------------- */
 
 static char g_doing[1024] = "startup";
-static volatile pid_t g_children[MAX_RANKS];
 
 static void on_alarm(int sig) {
   (void)sig;
@@ -163,8 +162,8 @@ static void on_alarm(int sig) {
       write(2, g_doing, strnlen(g_doing, sizeof g_doing)) < 0 || write(2, "\n", 1) < 0) {
     /* nothing more to do: the process ends either way */
   }
-  for (int i = 0; i < MAX_RANKS; i++)
-    if (g_children[i] > 0) kill(g_children[i], SIGKILL);
+  for (int i = 0; i < RANKS_MAX; i++)
+    if (ranks_children[i] > 0) kill(ranks_children[i], SIGKILL);
   _exit(124);
 }
 
@@ -1362,16 +1361,16 @@ static int single_process(int R, int fault, int every) {
 
 /* ---- one process per GPU -------------------------------------------------------------------- */
 
-static int child_rank(int rank, int R, int fault, int every, int id_in, const int *id_out) {
+typedef struct {
+  int fault, every;
+} multi_arg;
+
+static int child_rank(const ranks_child *rc, void *arg) {
+  const int rank = rc->rank, R = rc->n;
+  const int fault = ((const multi_arg *)arg)->fault, every = ((const multi_arg *)arg)->every;
   ncclUniqueId id;
   watchdog(CASE_DEADLINE_S, "rank %d of %d: NCCL bootstrap", rank, R);
-  if (rank == 0) {
-    if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
-    for (int r = 1; r < R; r++)
-      if (write(id_out[r], &id, sizeof id) != (ssize_t)sizeof id) return 1;
-  } else if (read(id_in, &id, sizeof id) != (ssize_t)sizeof id) {
-    return 1;
-  }
+  if (ranks_unique_id(rc, &id) != 0) return 1;
   rank_ctx c;
   host_data d;
   memset(&c, 0, sizeof c);
@@ -1402,90 +1401,11 @@ static int child_rank(int rank, int R, int fault, int every, int id_in, const in
   return check_summary(name);
 }
 
-/* Wait for the n children; once one fails, give the rest CHILD_GRACE_S
- * (they are likely blocked on it) and then kill them. */
-static int wait_children(const pid_t *pid, int n, int R, int fault) {
-  int st[MAX_RANKS] = {0}, done[MAX_RANKS] = {0}, killed[MAX_RANKS] = {0}, left = n;
-  double failed_at = 0;
-  while (left > 0) {
-    for (int r = 0; r < n; r++) {
-      if (done[r] || waitpid(pid[r], &st[r], WNOHANG) != pid[r]) continue;
-      done[r] = 1;
-      g_children[r] = 0;
-      left--;
-      if (!(WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0) && failed_at == 0) failed_at = now_s();
-    }
-    if (failed_at > 0 && now_s() - failed_at > CHILD_GRACE_S)
-      for (int r = 0; r < n; r++)
-        if (!done[r] && !killed[r]) killed[r] = kill(pid[r], SIGKILL) == 0;
-    struct timespec ts = {0, 50 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-  }
-  int ok = 1;
-  for (int r = 0; r < n; r++) {
-    const int good = WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0;
-    CHECK(good, "multi-process n=%d%s: rank %d %s %d%s", R, fault ? " fault" : "", r,
-          WIFEXITED(st[r]) ? "exited with" : "killed by signal",
-          WIFEXITED(st[r]) ? WEXITSTATUS(st[r]) : WTERMSIG(st[r]),
-          killed[r] ? " (killed after another rank failed)" : "");
-    ok &= good;
-  }
-  return ok ? 0 : -1;
-}
-
 static int multi_process(int R, int fault, int every) {
-  int pipes[MAX_RANKS][2], wr[MAX_RANKS];
-  pid_t pid[MAX_RANKS];
-  for (int r = 0; r < R; r++) {
-    if (pipe(pipes[r]) != 0) return -1;
-    wr[r] = pipes[r][1];
-  }
-  fflush(stdout);
-  fflush(stderr);
-  int forked = 0;
-  for (; forked < R; forked++) {
-    const int r = forked;
-    pid[r] = fork();
-    if (pid[r] < 0) break;
-    if (pid[r] == 0) {
-      memset((void *)g_children, 0, sizeof g_children);
-      check_passed_ = check_failed_ = check_skipped_ = 0; /* not the parent's */
-      _exit(child_rank(r, R, fault, every, pipes[r][0], wr));
-    }
-    g_children[r] = pid[r];
-  }
-  for (int r = 0; r < R; r++) {
-    close(pipes[r][0]);
-    close(pipes[r][1]);
-  }
-  if (forked < R) { /* the others would wait for the missing rank */
-    CHECK(0, "fork failed for rank %d of %d", forked, R);
-    for (int r = 0; r < forked; r++) {
-      kill(pid[r], SIGKILL);
-      waitpid(pid[r], NULL, 0);
-      g_children[r] = 0;
-    }
-    return -1;
-  }
-  return wait_children(pid, R, R, fault);
-}
-
-/* GPU count without initialising CUDA in this process (children fork
- * later and must not inherit a CUDA context). */
-static int gpu_count_in_child(void) {
-  int fd[2], count = 0;
-  if (pipe(fd) != 0) return 0;
-  pid_t p = fork();
-  if (p == 0) {
-    int c = 0;
-    if (cudaGetDeviceCount(&c) != cudaSuccess) c = 0;
-    _exit(write(fd[1], &c, sizeof c) == (ssize_t)sizeof c ? 0 : 1);
-  }
-  if (p < 0 || read(fd[0], &count, sizeof count) != (ssize_t)sizeof count) count = 0;
-  if (p > 0) waitpid(p, NULL, 0);
-  close(fd[0]);
-  close(fd[1]);
-  return count;
+  multi_arg a = {fault, every};
+  char what[32];
+  snprintf(what, sizeof what, "n=%d%s", R, fault ? " fault" : "");
+  return ranks_run(R, child_rank, &a, what);
 }
 
 static int usage(void) {
@@ -1512,7 +1432,7 @@ int main(int argc, char **argv) {
   const char *name = multi ? "test_moe multi" : "test_moe single";
   signal(SIGALRM, on_alarm);
   watchdog(CASE_DEADLINE_S, "counting GPUs");
-  int ngpu = multi ? gpu_count_in_child() : 0;
+  int ngpu = multi ? ranks_gpu_count() : 0;
   if (!multi && cudaGetDeviceCount(&ngpu) != cudaSuccess) ngpu = 0;
   if (ngpu == 0) {
     CHECK_SKIP("no GPU visible");

@@ -1,0 +1,140 @@
+/*
+ * One process per GPU for the multi-process GPU tests (test_exchange,
+ * test_moe): count GPUs without touching CUDA in this process, fork one
+ * child per rank, hand rank 0's NCCL unique id to the others through pipes,
+ * and wait for every child; once one fails the others get a grace period
+ * (they are likely blocked on it) and are then killed. A watchdog may kill
+ * the children listed in ranks_children.
+ */
+#ifndef LOOM_TEST_GPU_RANKS_H
+#define LOOM_TEST_GPU_RANKS_H
+
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "../check.h"
+#include "gpu_check.h"
+
+#define RANKS_MAX 8
+#define RANKS_GRACE_S 15 /* time the others get after a rank fails */
+
+/* Live children (0 once reaped), for a watchdog to kill. */
+static volatile pid_t ranks_children[RANKS_MAX];
+
+/* GPU count without initialising CUDA in this process (children fork
+ * later and must not inherit a CUDA context). */
+static int ranks_gpu_count(void) {
+  int fd[2], count = 0;
+  if (pipe(fd) != 0) return 0;
+  pid_t p = fork();
+  if (p == 0) {
+    int c = 0;
+    if (cudaGetDeviceCount(&c) != cudaSuccess) c = 0;
+    _exit(write(fd[1], &c, sizeof c) == (ssize_t)sizeof c ? 0 : 1);
+  }
+  if (p < 0 || read(fd[0], &count, sizeof count) != (ssize_t)sizeof count) count = 0;
+  if (p > 0) waitpid(p, NULL, 0);
+  close(fd[0]);
+  close(fd[1]);
+  return count;
+}
+
+/* In a child: rank 0 makes the NCCL unique id and writes it to the other
+ * ranks' pipes, the others read it from theirs. 0 on success. */
+typedef struct {
+  int rank, n;
+  int id_in;         /* this rank's read end */
+  const int *id_out; /* every rank's write end */
+} ranks_child;
+
+static int ranks_unique_id(const ranks_child *c, ncclUniqueId *id) {
+  if (c->rank == 0) {
+    if (ncclGetUniqueId(id) != ncclSuccess) return -1;
+    for (int r = 1; r < c->n; r++)
+      if (write(c->id_out[r], id, sizeof *id) != (ssize_t)sizeof *id) return -1;
+    return 0;
+  }
+  return read(c->id_in, id, sizeof *id) == (ssize_t)sizeof *id ? 0 : -1;
+}
+
+/* Wait for the n children; once one fails, give the rest RANKS_GRACE_S
+ * and then kill them. A CHECK per rank, named by `what`. */
+static int ranks_wait(const pid_t *pid, int n, const char *what) {
+  int st[RANKS_MAX] = {0}, done[RANKS_MAX] = {0}, killed[RANKS_MAX] = {0}, left = n;
+  double failed_at = 0;
+  while (left > 0) {
+    for (int r = 0; r < n; r++) {
+      if (done[r] || waitpid(pid[r], &st[r], WNOHANG) != pid[r]) continue;
+      done[r] = 1;
+      ranks_children[r] = 0;
+      left--;
+      if (!(WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0) && failed_at == 0) failed_at = now_s();
+    }
+    if (failed_at > 0 && now_s() - failed_at > RANKS_GRACE_S)
+      for (int r = 0; r < n; r++)
+        if (!done[r] && !killed[r]) killed[r] = kill(pid[r], SIGKILL) == 0;
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  int ok = 1;
+  for (int r = 0; r < n; r++) {
+    const int good = WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0;
+    CHECK(good, "multi-process %s: rank %d %s %d%s", what, r,
+          WIFEXITED(st[r]) ? "exited with" : "killed by signal",
+          WIFEXITED(st[r]) ? WEXITSTATUS(st[r]) : WTERMSIG(st[r]),
+          killed[r] ? " (killed after another rank failed)" : "");
+    ok &= good;
+  }
+  return ok ? 0 : -1;
+}
+
+/* Fork n <= RANKS_MAX children; child r exits with body(&c, arg) (0 =
+ * passed), its check counters starting from zero. Returns 0 when every
+ * child exits 0. */
+static int ranks_run(int n, int (*body)(const ranks_child *c, void *arg), void *arg,
+                     const char *what) {
+  int pipes[RANKS_MAX][2], wr[RANKS_MAX];
+  pid_t pid[RANKS_MAX];
+  if (n < 1 || n > RANKS_MAX) return -1;
+  for (int r = 0; r < n; r++) {
+    if (pipe(pipes[r]) != 0) return -1;
+    wr[r] = pipes[r][1];
+  }
+  fflush(stdout);
+  fflush(stderr);
+  int forked = 0;
+  for (; forked < n; forked++) {
+    const int r = forked;
+    pid[r] = fork();
+    if (pid[r] < 0) break;
+    if (pid[r] == 0) {
+      memset((void *)ranks_children, 0, sizeof ranks_children);
+      check_passed_ = check_failed_ = check_skipped_ = 0; /* not the parent's */
+      const ranks_child c = {r, n, pipes[r][0], wr};
+      _exit(body(&c, arg));
+    }
+    ranks_children[r] = pid[r];
+  }
+  for (int r = 0; r < n; r++) {
+    close(pipes[r][0]);
+    close(pipes[r][1]);
+  }
+  if (forked < n) { /* the others would wait for the missing rank */
+    CHECK(0, "multi-process %s: fork failed for rank %d of %d", what, forked, n);
+    for (int r = 0; r < forked; r++) {
+      kill(pid[r], SIGKILL);
+      waitpid(pid[r], NULL, 0);
+      ranks_children[r] = 0;
+    }
+    return -1;
+  }
+  return ranks_wait(pid, n, what);
+}
+
+#endif
