@@ -61,7 +61,12 @@ typedef enum {
   LOOM_UNSUPPORTED = 7,
   /* A bug in loom. Please report it with the message. */
   LOOM_INTERNAL_ERROR = 8,
-  LOOM_NUM_RESULTS = 9
+  /* Asynchronous only: another rank's kernel stopped on an error (a
+   * timeout, bad routing, a config mismatch) and raised the abort flag in
+   * this rank's window, so this rank's kernel stopped too. The message
+   * names the rank that failed first and why. */
+  LOOM_PEER_ERROR = 9,
+  LOOM_NUM_RESULTS = 10
 } loom_result_t;
 
 /* Short, static, human-readable name of a result ("invalid argument").
@@ -181,8 +186,14 @@ loom_result_t loom_comm_destroy_all(int n, loom_comm_t *comms);
  *   comm        [in]  the communicator.
  *   async_error [out] LOOM_SUCCESS if no kernel of this communicator has
  *                     reported a failure; otherwise the failure's result
- *                     (LOOM_TIMEOUT), with loom_last_error() describing it:
- *                     which rank waited, on which peer, for what, how long.
+ *                     (LOOM_TIMEOUT, LOOM_INVALID_ARGUMENT for bad routing
+ *                     or mismatched layers, LOOM_PEER_ERROR when another
+ *                     rank failed first), with loom_last_error() describing
+ *                     it: which rank failed, on which peer, for what, how
+ *                     long.
+ * Errors travel: a rank whose kernel stops on an error stores it into every
+ * peer's window; their kernels stop at their next wait (milliseconds), and
+ * report LOOM_PEER_ERROR naming the rank that failed first and its reason.
  * Non-blocking: it reads a host-visible record; synchronise the stream first
  * to be sure every kernel launched so far has finished. Once an async error
  * is reported the communicator refuses further operators
@@ -276,6 +287,32 @@ loom_result_t loom_exchange(loom_comm_t comm, loom_exchange_t pattern,
  * order, so repeated runs are bitwise identical. The fused gate computes
  * logits in fp64 in a fixed order and rounds them to fp32, so its routing
  * equals the CPU reference's exactly.
+ *
+ * Gate order and non-finite input. The fused gate ranks a token's fp32
+ * logits by value, a NaN logit below every number (-Inf included), equal
+ * values (and NaNs among themselves) to the lower expert index first, and
+ * takes the first top_k: always top_k DISTINCT ids in [0, num_experts),
+ * whatever x and gate_w hold. Weights are the softmax of the logits at the
+ * chosen ids (renormalised over the k when normalize_top_k). A token with
+ * any non-finite logit (NaN, +Inf, -Inf) gets NaN weights, so its y row is
+ * non-finite; no other token's row changes (each row is computed from its
+ * own x row only, and the combine order is fixed).
+ *
+ * Buffer reuse across calls and operators. Any sequence of loom calls on
+ * one communicator is safe without host synchronisation (MoE layers of
+ * different configs, exchanges, in any order): before its first store into
+ * rank d's window in a call, a kernel waits (bounded) until d's kernel of
+ * the previous call on the communicator has finished reading. Every rank
+ * must make the same sequence of calls; headers carry the call number and
+ * a rank that is out of step gets an asynchronous error, not wrong data.
+ *
+ * Workspace. Dropless buffers are sized for the worst case: every rank may
+ * send one destination max_tokens_per_rank x min(top_k, E/R) rows, into a
+ * dispatch and a return region of R such slots each, so
+ *   workspace ~= 2 x R x max_tokens_per_rank x min(top_k, E/R) x hidden x
+ *                dtype size  (+ small headers)
+ * per rank (28 GiB at R = 8, 16384 tokens, top_k 8, hidden 7168, bf16).
+ * loom_moe_workspace_describe() spells out the terms for a config.
  * ------------------------------------------------------------------------ */
 
 typedef enum {
@@ -331,6 +368,16 @@ typedef struct loom_moe *loom_moe_t;
 loom_result_t loom_moe_workspace_bytes(const loom_moe_config_t *config, int nranks,
                                        size_t *bytes, int *signal_slots);
 
+/* The workspace loom_moe_workspace_bytes returns, in words: each term of
+ * the formula with its value, e.g. "2 regions (dispatch + return) x 8 ranks
+ * x 131072 rows (max_tokens_per_rank 16384 x min(top_k 8, E/R 16)) x 14336
+ * bytes (hidden 7168 x 2) = 28.00 GiB, + headers 8192 B".
+ *   config [in] the layer's config.  nranks [in] communicator size.
+ *   buf    [out] NUL-terminated text, truncated to len bytes.
+ * Pure function; no GPU. Errors as loom_moe_workspace_bytes. */
+loom_result_t loom_moe_workspace_describe(const loom_moe_config_t *config, int nranks,
+                                          char *buf, size_t len);
+
 /* Create a MoE layer on a communicator.
  *   comm   [in]  communicator whose workspace and signal slots are at least
  *                what loom_moe_workspace_bytes says.
@@ -341,8 +388,9 @@ loom_result_t loom_moe_workspace_bytes(const loom_moe_config_t *config, int nran
  * carry a hash of it, and a rank that receives a different one stops the
  * call with the async error LOOM_INVALID_ARGUMENT naming the peer.
  * Allocates the layer's private device buffers on the communicator's
- * device. One layer at a time per communicator may run (they share the
- * window). */
+ * device. Several layers (of any configs) may share one communicator and
+ * run one after another on it: they share its window, see "Buffer reuse"
+ * above. */
 loom_result_t loom_moe_create(loom_comm_t comm, const loom_moe_config_t *config,
                               loom_moe_t *moe);
 
@@ -361,8 +409,9 @@ typedef struct {
   int64_t bytes_sent;      /* all bytes this rank stored into peers' windows,
                               peer == self included: (sum rows_sent + sum
                               rows_received) * hidden * dtype size + nranks *
-                              header, header = round_up(4 * (E/R + 1), 16)
-                              (kept counts per local expert + config hash);
+                              header, header = round_up(4 * (E/R + 2), 16)
+                              (kept counts per local expert, config hash,
+                              call number);
                               the 8-byte signal flags are not counted */
   int64_t bytes_remote;    /* the part of bytes_sent that crossed NVLink */
   /* In-kernel trace: latest end over all blocks of each phase (gate, place,

@@ -6,6 +6,7 @@
 
 #include "loom.h"
 #include "kernels.h"
+#include "../device/ops/topk.cuh"
 
 struct baseline_cfg {
   static constexpr int threads = 256;
@@ -24,8 +25,10 @@ static __device__ __forceinline__ void store_elem(void *p, size_t i, int dtype, 
   else ((float *)p)[i] = v;
 }
 
-/* One warp per token: k passes of a warp arg-max (ties to the lower index),
- * fp32 softmax (accurate expf) as a framework would do it. */
+/* One warp per token: k passes of a warp arg-max in the gate's order
+ * (src/device/ops/topk.cuh: NaN lowest, ties to the lower index, so the k
+ * ids are always distinct), fp32 softmax (accurate expf) as a framework
+ * would do it; a token with a non-finite logit gets NaN weights. */
 __global__ void route_kernel(const float *logits, int T, int E, int K, int normalize, int32_t *ids,
                              float *wts, int32_t *counts) {
   const int lane = threadIdx.x & 31;
@@ -33,8 +36,13 @@ __global__ void route_kernel(const float *logits, int T, int E, int K, int norma
   if (t >= T) return;
   const float *lg = logits + (size_t)t * E;
   float m = -INFINITY;
-  for (int e = lane; e < E; e += 32) m = fmaxf(m, lg[e]);
+  int bad = 0;
+  for (int e = lane; e < E; e += 32) {
+    m = fmaxf(m, lg[e]);
+    bad |= !isfinite(lg[e]);
+  }
   for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  bad = __any_sync(0xffffffffu, bad);
   float sum = 0.f;
   for (int e = lane; e < E; e += 32) sum += expf(lg[e] - m);
   for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
@@ -42,18 +50,13 @@ __global__ void route_kernel(const float *logits, int T, int E, int K, int norma
   int my_id = 0;
   uint32_t taken = 0; /* bit q: expert lane + 32q already chosen (E <= 1024) */
   for (int j = 0; j < K; j++) {
-    float best = -INFINITY;
+    float best = 0.f;
     int besti = E;
     for (int e = lane, q = 0; e < E; e += 32, q++) {
       const float v = lg[e];
-      if (!(taken >> q & 1u) && (besti == E || v > best)) { best = v; besti = e; }
+      if (!(taken >> q & 1u) && topk_above(v, e, best, besti, E)) { best = v; besti = e; }
     }
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, besti, o);
-      if (oi != E && (besti == E || ob > best || (ob == best && oi < besti))) { best = ob; besti = oi; }
-    }
-    if (besti == E) besti = j; /* only NaN logits: any id, y is NaN anyway */
+    besti = topk_warp_pick(&best, besti, E); /* < E: K <= E leaves one untaken */
     if ((besti & 31) == lane) taken |= 1u << (besti >> 5);
     const float pj = expf(best - m) / sum;
     sel += pj;
@@ -61,7 +64,7 @@ __global__ void route_kernel(const float *logits, int T, int E, int K, int norma
   }
   if (lane < K) {
     ids[(size_t)t * K + lane] = my_id;
-    wts[(size_t)t * K + lane] = normalize ? my_p / sel : my_p;
+    wts[(size_t)t * K + lane] = bad ? __int_as_float(0x7fc00000) : normalize ? my_p / sel : my_p;
     atomicAdd(&counts[my_id], 1);
   }
 }

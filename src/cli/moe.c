@@ -265,6 +265,10 @@ static int create_comms(moe_bench *b) {
   int slots = 0;
   LOOM_OK(loom_moe_workspace_bytes(&b->cfg, b->ngpu, &ws, &slots));
   b->El = b->E / b->ngpu; /* the call above checked divisibility */
+  char why[1024];
+  LOOM_OK(loom_moe_workspace_describe(&b->cfg, b->ngpu, why, sizeof why));
+  printf("workspace per GPU: %s\n", why);
+  fflush(stdout);
   loom_comm_config_t cc = LOOM_COMM_CONFIG_INIT;
   cc.workspace_bytes = (int64_t)ws;
   cc.signal_slots = slots;

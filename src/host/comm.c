@@ -79,6 +79,7 @@ loom_dev_comm loom_comm_dev_view(loom_comm_t comm, int op) {
   d.nranks = comm->nranks;
   d.slots = comm->config.signal_slots;
   d.op = op;
+  d.flags_offset = comm->layout.flags_offset;
   d.data_offset = comm->layout.data_offset;
   d.timeout_ns = (uint64_t)comm->config.timeout_ms * 1000000ull;
   d.ctrl = comm->ctrl;
@@ -95,42 +96,69 @@ static const char *op_name(int op) {
   return "unknown operator";
 }
 
-loom_result_t loom_report_fault(const loom_fault_record *f) {
+/* The original fault of a record in words (rank = the rank that failed). */
+static void describe_fault(const loom_fault_record *f, char *buf, size_t n) {
   const double ms = (double)f->waited_ns / 1e6;
   const unsigned long long want = f->epoch, seen = f->observed;
   switch (f->what) {
   case LOOM_WAIT_GRID_BARRIER:
-    return loom_set_error((loom_result_t)f->status,
-                          "rank %d timed out after %.1f ms in %s (block %d) at grid barrier %d: "
-                          "%llu of %llu block arrivals",
-                          f->rank, ms, op_name(f->op), f->block, f->slot, seen, want);
+    snprintf(buf, n,
+             "rank %d timed out after %.1f ms in %s (block %d) at grid barrier %d: %llu of %llu "
+             "block arrivals",
+             f->rank, ms, op_name(f->op), f->block, f->slot, seen, want);
+    return;
   case LOOM_WAIT_TILE_DEP:
-    return loom_set_error((loom_result_t)f->status,
-                          "rank %d timed out after %.1f ms in %s (block %d) waiting for local "
-                          "tile %d: %llu of %llu tasks done",
-                          f->rank, ms, op_name(f->op), f->block, f->slot, seen, want);
+    snprintf(buf, n,
+             "rank %d timed out after %.1f ms in %s (block %d) waiting for local tile %d: %llu of "
+             "%llu tasks done",
+             f->rank, ms, op_name(f->op), f->block, f->slot, seen, want);
+    return;
   case LOOM_WAIT_BAD_ROUTING:
-    return loom_set_error((loom_result_t)f->status,
-                          "rank %d: %s: caller routing entry %d (token %llu) names expert %lld, "
-                          "outside [0, num_experts)",
-                          f->rank, op_name(f->op), f->slot, want, (long long)(int64_t)seen);
+    snprintf(buf, n,
+             "rank %d: %s: caller routing entry %d (token %llu) names expert %lld, outside [0, "
+             "num_experts)",
+             f->rank, op_name(f->op), f->slot, want, (long long)(int64_t)seen);
+    return;
   case LOOM_WAIT_DUP_ROUTING:
-    return loom_set_error((loom_result_t)f->status,
-                          "rank %d: %s: caller routing entry %d (token %llu) repeats expert %lld "
-                          "(a token's top_k experts must be distinct)",
-                          f->rank, op_name(f->op), f->slot, want, (long long)(int64_t)seen);
+    snprintf(buf, n,
+             "rank %d: %s: caller routing entry %d (token %llu) repeats expert %lld (a token's "
+             "top_k experts must be distinct)",
+             f->rank, op_name(f->op), f->slot, want, (long long)(int64_t)seen);
+    return;
   case LOOM_WAIT_CONFIG_MISMATCH:
-    return loom_set_error((loom_result_t)f->status,
-                          "rank %d: %s: rank %d built its layer with a different config (hash "
-                          "0x%08llx, ours 0x%08llx): every rank must pass the same "
-                          "loom_moe_config_t",
-                          f->rank, op_name(f->op), f->peer, seen, want);
+    snprintf(buf, n,
+             "rank %d: %s: rank %d built its layer with a different config (hash 0x%08llx, ours "
+             "0x%08llx): every rank must pass the same loom_moe_config_t",
+             f->rank, op_name(f->op), f->peer, seen, want);
+    return;
+  case LOOM_WAIT_CALL_MISMATCH:
+    snprintf(buf, n,
+             "rank %d: %s: rank %d's header is for call %llu but this is call %llu (low 32 bits): "
+             "the ranks made different sequences of calls on this communicator",
+             f->rank, op_name(f->op), f->peer, seen, want);
+    return;
+  case LOOM_WAIT_CREDIT:
+    snprintf(buf, n,
+             "rank %d timed out after %.1f ms in %s (block %d) waiting for peer %d to finish call "
+             "%llu (its completion credit; it has finished call %llu): the peer is stuck, dead, "
+             "or made fewer calls on this communicator",
+             f->rank, ms, op_name(f->op), f->block, f->peer, want, seen);
+    return;
   default:
-    return loom_set_error((loom_result_t)f->status,
-                          "rank %d timed out after %.1f ms in %s (block %d) waiting for peer %d: "
-                          "signal slot %d to reach epoch %llu (last seen %llu)",
-                          f->rank, ms, op_name(f->op), f->block, f->peer, f->slot, want, seen);
+    snprintf(buf, n,
+             "rank %d timed out after %.1f ms in %s (block %d) waiting for peer %d: signal slot %d "
+             "to reach epoch %llu (last seen %llu)",
+             f->rank, ms, op_name(f->op), f->block, f->peer, f->slot, want, seen);
   }
+}
+
+loom_result_t loom_report_fault(const loom_fault_record *f, int my_rank) {
+  char why[640];
+  describe_fault(f, why, sizeof why);
+  if (f->status == LOOM_PEER_ERROR)
+    return loom_set_error(LOOM_PEER_ERROR, "rank %d stopped because rank %d failed first (%s): %s",
+                          my_rank, f->rank, loom_result_string((loom_result_t)f->cause), why);
+  return loom_set_error((loom_result_t)f->status, "%s", why);
 }
 
 loom_result_t loom_comm_get_async_error(loom_comm_t comm, loom_result_t *async_error) {
@@ -141,7 +169,7 @@ loom_result_t loom_comm_get_async_error(loom_comm_t comm, loom_result_t *async_e
   if (comm->async_error == LOOM_SUCCESS && comm->fault_host->status != 0)
     comm->async_error = (loom_result_t)comm->fault_host->status;
   *async_error = comm->async_error;
-  if (comm->async_error != LOOM_SUCCESS) loom_report_fault(comm->fault_host);
+  if (comm->async_error != LOOM_SUCCESS) loom_report_fault(comm->fault_host, comm->rank);
   return LOOM_SUCCESS;
 }
 
@@ -152,7 +180,7 @@ loom_result_t loom_comm_prepare_launch(const char *fn, loom_comm_t comm) {
     comm->async_error = (loom_result_t)comm->fault_host->status;
   if (comm->async_error != LOOM_SUCCESS) {
     char why[768];
-    loom_report_fault(comm->fault_host);
+    loom_report_fault(comm->fault_host, comm->rank);
     loom_copy_error(why, sizeof why);
     return loom_set_error(LOOM_INVALID_USAGE,
                           "%s: communicator has an asynchronous error and must be destroyed: %s",
@@ -305,7 +333,25 @@ static loom_result_t comm_create(ncclComm_t nccl, const loom_resolved_config *cf
   /* Window zeroed and the zeroing finished before the collective
    * registration, so no peer can signal into stale memory. */
   c->layout = loom_window_layout_make(c->nranks, cfg->signal_slots, cfg->workspace_bytes);
-  NCCL_CHECK(ncclMemAlloc(&c->window_base, c->layout.total_bytes));
+  {
+    /* A window that does not fit is LOOM_OUT_OF_MEMORY naming the bytes,
+     * not an NCCL error from deep inside. */
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    const int fits = c->layout.total_bytes <= free_b;
+    const ncclResult_t n = fits ? ncclMemAlloc(&c->window_base, c->layout.total_bytes)
+                                : ncclSuccess;
+    if (!fits || n != ncclSuccess) {
+      res = loom_set_error(LOOM_OUT_OF_MEMORY,
+                           "loom_comm_create: cannot allocate the symmetric window on device %d: "
+                           "%zu bytes (workspace_bytes %zu + signal flags %zu + abort record "
+                           "%zu) with %zu of %zu bytes free (%s)",
+                           c->device, c->layout.total_bytes, c->layout.data_bytes,
+                           c->layout.flags_bytes, c->layout.flags_offset, free_b, total_b,
+                           fits ? ncclGetErrorString(n) : "more than is free");
+      goto fail;
+    }
+  }
   CUDA_CHECK(cudaMemset(c->window_base, 0, c->layout.total_bytes));
   CUDA_CHECK(cudaMalloc((void **)&c->ctrl, sizeof(loom_ctrl)));
   CUDA_CHECK(cudaMemset(c->ctrl, 0, sizeof(loom_ctrl)));

@@ -18,6 +18,7 @@ const char *loom_result_string(loom_result_t result) {
   case LOOM_TIMEOUT: return "timeout";
   case LOOM_UNSUPPORTED: return "unsupported";
   case LOOM_INTERNAL_ERROR: return "internal error";
+  case LOOM_PEER_ERROR: return "peer error";
   case LOOM_NUM_RESULTS: break;
   }
   return "unknown result";

@@ -55,6 +55,13 @@ struct loom_comm {
 
 #define LOOM_MOE_MAGIC 0x6d6f6531u /* "moe1" */
 
+/* The layer's window layout for `config` on `nranks` ranks (moe.h has the
+ * picture): fills p's shape, window offsets (relative to the data region)
+ * and slot numbers, the data bytes and signal slots it needs. Validates the
+ * config like loom_moe_workspace_bytes (messages name `fn`). Pure. */
+loom_result_t loom_moe_layout(const char *fn, const loom_moe_config_t *config, int nranks,
+                              loom_moe_params *p, size_t *window_bytes, int *slots);
+
 struct loom_moe {
   uint32_t magic;    /* LOOM_MOE_MAGIC while alive */
   loom_comm_t comm;
@@ -131,7 +138,8 @@ loom_result_t loom_comm_prepare_launch(const char *fn, loom_comm_t comm);
 loom_dev_comm loom_comm_dev_view(loom_comm_t comm, int op);
 
 /* Describe a fault record in words (into the thread's error message) and
- * return its result. */
-loom_result_t loom_report_fault(const loom_fault_record *f);
+ * return its result. my_rank: the rank whose record it is (a
+ * LOOM_PEER_ERROR record describes another rank's fault). */
+loom_result_t loom_report_fault(const loom_fault_record *f, int my_rank);
 
 #endif /* LOOM_INTERNAL_H */

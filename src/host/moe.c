@@ -90,7 +90,7 @@ static void layout(const moe_shape *s, int R, loom_moe_params *p, size_t *window
   p->capacity_factor = s->cf;
   p->es = (int)es;
   p->row_bytes = (size_t)s->H * es;
-  p->hdr_stride = loom_align_up((size_t)(p->El + 1) * 4, 16); /* counts + hash */
+  p->hdr_stride = loom_align_up((size_t)(p->El + 2) * 4, 16); /* counts, hash, call */
   p->hdr_parity_bytes = loom_align_up((size_t)R * p->hdr_stride, 256);
   p->hdr_off = 0;
   const size_t region = loom_align_up((size_t)R * p->Cs * p->row_bytes, 256);
@@ -102,10 +102,8 @@ static void layout(const moe_shape *s, int R, loom_moe_params *p, size_t *window
   *slots = 1 + 2 * p->El * p->TPE + 1; /* + the runtime's credit slot */
 }
 
-loom_result_t loom_moe_workspace_bytes(const loom_moe_config_t *config, int nranks,
-                                       size_t *bytes, int *signal_slots) {
-  loom_clear_error();
-  const char *fn = "loom_moe_workspace_bytes";
+loom_result_t loom_moe_layout(const char *fn, const loom_moe_config_t *config, int nranks,
+                              loom_moe_params *p, size_t *window_bytes, int *slots) {
   moe_shape s;
   loom_result_t res = resolve_config(fn, config, &s);
   if (res != LOOM_SUCCESS) return res;
@@ -113,11 +111,77 @@ loom_result_t loom_moe_workspace_bytes(const loom_moe_config_t *config, int nran
            nranks, LOOM_MOE_MAX_RANKS);
   LOOM_ARG(s.E % nranks == 0, fn, "config->num_experts (%d) is not divisible by nranks (%d)", s.E,
            nranks);
+  layout(&s, nranks, p, window_bytes, slots);
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom_moe_workspace_bytes(const loom_moe_config_t *config, int nranks,
+                                       size_t *bytes, int *signal_slots) {
+  loom_clear_error();
+  const char *fn = "loom_moe_workspace_bytes";
   LOOM_ARG(bytes != NULL, fn, "bytes is NULL");
   loom_moe_params p;
   int slots;
-  layout(&s, nranks, &p, bytes, &slots);
+  loom_result_t res = loom_moe_layout(fn, config, nranks, &p, bytes, &slots);
+  if (res != LOOM_SUCCESS) return res;
   if (signal_slots != NULL) *signal_slots = slots;
+  return LOOM_SUCCESS;
+}
+
+/* Human units for a byte count ("28.00 GiB"). */
+static void human_bytes(double b, char *out, size_t n) {
+  const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024.0 && u < 4) {
+    b /= 1024.0;
+    u++;
+  }
+  snprintf(out, n, u == 0 ? "%.0f %s" : "%.2f %s", b, unit[u]);
+}
+
+/* Bytes of the layer's private device buffers (loom_moe_create allocates
+ * them beside the window); the intermediate h dominates: one row of ffn
+ * per received row slot. */
+static size_t h_bytes(const loom_moe_params *p) { return (size_t)p->R * p->Cs * p->F * p->es; }
+
+static size_t private_bytes(const loom_moe_params *p) {
+  const size_t tk = (size_t)p->Tmax * p->K;
+  const size_t ntt = (size_t)(p->Tmax + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
+  const size_t ndone = (size_t)p->R * p->El * p->TPE;
+  return tk * (2 * sizeof(int32_t) + sizeof(float)) + ntt * p->E * sizeof(int32_t) +
+         (size_t)p->E * sizeof(int32_t) + (size_t)p->R * p->Cs * sizeof(int32_t) + h_bytes(p) +
+         2 * ndone * sizeof(uint32_t) + sizeof(uint32_t) +
+         sizeof(uint64_t) * 5 * LOOM_MOE_MAX_BLOCKS;
+}
+
+static void describe_layout(const loom_moe_params *p, size_t bytes, char *buf, size_t len) {
+  const size_t region = (size_t)p->R * p->Cs * p->row_bytes;
+  char total[32], reg[32], priv[32];
+  human_bytes((double)bytes, total, sizeof total);
+  human_bytes((double)region, reg, sizeof reg);
+  human_bytes((double)private_bytes(p), priv, sizeof priv);
+  snprintf(buf, len,
+           "%zu bytes (%s) = 2 regions (dispatch + return) x %d ranks x %d rows "
+           "(max_tokens_per_rank %d x min(top_k %d, E/R %d)) x %zu bytes a row (hidden %d x %d) "
+           "[%s each, the dropless worst case: any source may send one rank all its "
+           "tokens' choices of that rank's experts] + headers %zu bytes; besides the window "
+           "the layer allocates %s of its own (mostly the intermediate: %d ranks x %d rows x "
+           "ffn %d x %d bytes)",
+           bytes, total, p->R, p->Cs, p->Tmax, p->K, p->El, p->row_bytes, p->H, p->es, reg,
+           (size_t)(p->disp_off - p->hdr_off), priv, p->R, p->Cs, p->F, p->es);
+}
+
+loom_result_t loom_moe_workspace_describe(const loom_moe_config_t *config, int nranks,
+                                          char *buf, size_t len) {
+  loom_clear_error();
+  const char *fn = "loom_moe_workspace_describe";
+  LOOM_ARG(buf != NULL && len > 0, fn, "buf is NULL or len is 0");
+  loom_moe_params p;
+  size_t bytes;
+  int slots;
+  loom_result_t res = loom_moe_layout(fn, config, nranks, &p, &bytes, &slots);
+  if (res != LOOM_SUCCESS) return res;
+  describe_layout(&p, bytes, buf, len);
   return LOOM_SUCCESS;
 }
 
@@ -161,10 +225,12 @@ loom_result_t loom_moe_create(loom_comm_t comm, const loom_moe_config_t *config,
   int slots;
   layout(&s, R, &m->p, &need, &slots);
   if (need > comm->config.workspace_bytes) {
+    char why[768];
+    describe_layout(&m->p, need, why, sizeof why);
     res = loom_set_error(LOOM_INVALID_ARGUMENT,
                          "%s: the layer needs %zu workspace bytes but comm has %zu (create the "
-                         "communicator with loom_moe_workspace_bytes' value)",
-                         fn, need, comm->config.workspace_bytes);
+                         "communicator with loom_moe_workspace_bytes' value): %s",
+                         fn, need, comm->config.workspace_bytes, why);
     goto fail;
   }
   if (slots > comm->config.signal_slots) {
@@ -176,6 +242,20 @@ loom_result_t loom_moe_create(loom_comm_t comm, const loom_moe_config_t *config,
   }
   CUDA_CHECK(cudaSetDevice(comm->device));
   loom_moe_params *p = &m->p;
+  {
+    /* A layer that does not fit is LOOM_OUT_OF_MEMORY naming the bytes. */
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    if (private_bytes(p) > free_b) {
+      char why[768];
+      describe_layout(p, need, why, sizeof why);
+      res = loom_set_error(LOOM_OUT_OF_MEMORY,
+                           "%s: the layer's own buffers need %zu bytes on device %d, %zu of %zu "
+                           "bytes are free: %s",
+                           fn, private_bytes(p), comm->device, free_b, total_b, why);
+      goto fail;
+    }
+  }
   p->cfg_hash = shape_hash(&s);
   const size_t tk = (size_t)s.Tmax * s.K;
   const size_t ntt = (size_t)(s.Tmax + LOOM_MOE_TT - 1) / LOOM_MOE_TT;

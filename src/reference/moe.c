@@ -82,29 +82,38 @@ int ref_topk(int E, int k, const double *scores, int32_t *ids) {
 
 /* ---- gate ---------------------------------------------------------------- */
 
-/* One token: softmax over its fp32 logits, top-k, (re)normalised weights.
- * probs is scratch of E doubles. */
+/* One token: top-k of its fp32 logits (the order of ref_topk: larger
+ * first, NaN below every number, ties to the lower index), then softmax
+ * over all experts and the chosen probabilities, (re)normalised. Ranking
+ * the logits, not the probabilities, keeps two different logits whose
+ * probabilities underflow to the same value in their logit order, as on
+ * the GPU. A token with any non-finite logit gets NaN weights (its ids are
+ * still k distinct experts). scratch holds E doubles. */
 static void gate_row(int E, int k, int renormalize, const float *logits,
-                     double *probs, int32_t *ids, float *weights) {
-  double max = logits[0];
-  for (int e = 1; e < E; e++)
-    if (logits[e] > max)
-      max = logits[e];
+                     double *scratch, int32_t *ids, float *weights) {
+  int finite = 1;
+  for (int e = 0; e < E; e++) {
+    scratch[e] = logits[e];
+    finite = finite && isfinite(logits[e]);
+  }
+  topk_unchecked(E, k, scratch, ids);
+  if (!finite) {
+    for (int j = 0; j < k; j++)
+      weights[j] = NAN;
+    return;
+  }
+  const double max = logits[ids[0]];
   double sum = 0.0;
   for (int e = 0; e < E; e++) {
-    probs[e] = exp((double)logits[e] - max);
-    sum += probs[e];
+    scratch[e] = exp((double)logits[e] - max);
+    sum += scratch[e];
   }
-  for (int e = 0; e < E; e++)
-    probs[e] /= sum;
-
-  topk_unchecked(E, k, probs, ids);
   double chosen = 0.0;
   for (int j = 0; j < k; j++)
-    chosen += probs[ids[j]];
-  double scale = renormalize ? chosen : 1.0;
+    chosen += scratch[ids[j]];
+  const double scale = renormalize ? chosen : sum;
   for (int j = 0; j < k; j++)
-    weights[j] = (float)(probs[ids[j]] / scale);
+    weights[j] = (float)(scratch[ids[j]] / scale);
 }
 
 /* The gate's canonical summation order, shared with the GPU so the fp32

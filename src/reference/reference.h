@@ -78,12 +78,13 @@ double ref_act(ref_activation act, double x);
  * double, in the gate's canonical order (the GPU's): 32 slices h = s,
  * s+32, ... summed in order, then combined by a butterfly over the slice
  * index (o = 16, 8, 4, 2, 1: p[s] += p[s^o]), rounded to float once;
- * probs = softmax over e (max-subtracted, in double) of the fp32-rounded
- * logits, the values the GPU gate holds,
- * top-k: the k largest probabilities, in descending order; ties broken by
- * the LOWER expert index first (so the result is a pure function of the
- * inputs). weights = the chosen probabilities, divided by their sum when
- * renormalize != 0.
+ * top-k over the fp32-rounded logits (the values the GPU gate holds), in
+ * descending order: NaN ranks below every number (-Inf included), equal
+ * values rank by the LOWER expert index, so the k ids are always distinct
+ * and a pure function of the inputs;
+ * weights = softmax over all E logits (max-subtracted, in double) at the
+ * chosen experts, divided by the sum of the chosen ones when renormalize
+ * != 0. A token with any non-finite logit (NaN, +-Inf) gets NaN weights.
  * Outputs: ids [T x k] (int32), weights [T x k] (float). logits_out
  * [T x E] (float, may be NULL) receives the fp32-rounded logits.
  * H >= 1 and 1 <= k <= E required. T == 0 is valid and writes nothing. */

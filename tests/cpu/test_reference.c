@@ -504,6 +504,67 @@ static void test_gate_hand(void) {
         "T == 0 is valid");
 }
 
+/* Non-finite logits: ids stay k distinct experts in the documented order
+ * (larger first, NaN below every number, ties to the lower index), the
+ * token's weights are NaN, and the other tokens are untouched. */
+static int distinct_in_range(const int32_t *ids, int k, int E) {
+  for (int j = 0; j < k; j++) {
+    if (ids[j] < 0 || ids[j] >= E)
+      return 0;
+    for (int i = 0; i < j; i++)
+      if (ids[i] == ids[j])
+        return 0;
+  }
+  return 1;
+}
+
+static void test_gate_nonfinite(void) {
+  /* H = 1, E = 4, wg = (1, 2, 3, 4): logit = x * wg. */
+  const float wg[4] = {1, 2, 3, 4};
+  const float x[4] = {1, NAN, INFINITY, -INFINITY};
+  int32_t ids[16];
+  float w[16];
+  CHECK(ref_moe_gate(4, 1, 4, 4, 1, x, wg, ids, w, NULL) == 0, "gate rc");
+  CHECK(ids[0] == 3 && ids[1] == 2 && ids[2] == 1 && ids[3] == 0 &&
+            all_finite(w, 4),
+        "finite token unchanged by its neighbours");
+  /* All-NaN logits: every expert ties below the numbers, lower index first. */
+  CHECK(ids[4] == 0 && ids[5] == 1 && ids[6] == 2 && ids[7] == 3,
+        "all-NaN token picks 0,1,2,3");
+  /* +Inf everywhere: equal values, lower index first. */
+  CHECK(ids[8] == 0 && ids[9] == 1 && ids[10] == 2 && ids[11] == 3,
+        "all +Inf token picks 0,1,2,3");
+  CHECK(ids[12] == 0 && ids[13] == 1 && ids[14] == 2 && ids[15] == 3,
+        "all -Inf token picks 0,1,2,3");
+  int nan_w = 1;
+  for (int i = 4; i < 16; i++)
+    nan_w = nan_w && isnan(w[i]);
+  CHECK(nan_w, "non-finite tokens get NaN weights");
+
+  /* Mixed: a NaN column ranks below -Inf; an Inf column ranks first. */
+  const float mix[4] = {NAN, -INFINITY, INFINITY, 0.5f};
+  const float one[1] = {1};
+  CHECK(ref_moe_gate(1, 1, 4, 4, 0, one, mix, ids, w, NULL) == 0 &&
+            ids[0] == 2 && ids[1] == 3 && ids[2] == 1 && ids[3] == 0 &&
+            isnan(w[0]) && isnan(w[3]),
+        "mixed column order: +Inf, 0.5, -Inf, NaN; weights NaN");
+  CHECK(distinct_in_range(ids, 4, 4), "mixed ids distinct");
+
+  /* Fewer finite logits than k (E = 2, k = 2, one NaN). */
+  const float half[2] = {NAN, 1};
+  CHECK(ref_moe_gate(1, 1, 2, 2, 1, one, half, ids, w, NULL) == 0 &&
+            ids[0] == 1 && ids[1] == 0 && isnan(w[0]) && isnan(w[1]),
+        "k = E with one NaN: both distinct, NaN weights");
+
+  /* Ranking is on logits: two logits far below the top whose softmax
+   * probabilities both underflow to 0 still rank in logit order. */
+  const float far[3] = {0, -1000, -900};
+  CHECK(ref_moe_gate(1, 1, 3, 3, 0, one, far, ids, w, NULL) == 0 &&
+            ids[0] == 0 && ids[1] == 2 && ids[2] == 1 && w[0] == 1.0f &&
+            w[1] == 0.0f && w[2] == 0.0f,
+        "underflowing probabilities keep the logit order");
+}
+
 static void test_gate_random(rng_t *r) {
   const int T = 64, H = 32, E = 16, k = 4;
   float *x = rand_floats(r, (size_t)T * H, 1.0f);
@@ -990,6 +1051,7 @@ int main(void) {
   test_rel_error();
   test_topk_hand();
   test_gate_hand();
+  test_gate_nonfinite();
   test_gate_random(&rng);
   test_ffn_hand();
   test_ffn_rows_independent(&rng);

@@ -7,9 +7,10 @@
  * block puts one chunk into the destination's window and signals its slot.
  * Receive phase: a block waits for one (source, chunk) slot, then copies the
  * chunk from its own window into recvbuf. The kernel's end gives every rank
- * a completion credit (transport.cuh). A send waits only for the credit
- * of the call two before it, which never depends on this call, so waits
- * can only fail on a dead peer.
+ * a completion credit (transport.cuh). A send first waits for the
+ * destination's credit of the previous call (loom_wait_peer_ready), which
+ * never depends on this call, so that wait can only fail on a dead or
+ * out-of-step peer.
  */
 #include <cuda_runtime.h>
 
@@ -31,11 +32,15 @@ static_assert(exchange_cfg::min_chunk % 16 == 0, "chunks keep 16-byte alignment"
 __global__ void __launch_bounds__(exchange_cfg::threads, exchange_cfg::blocks_per_sm)
     exchange_kernel(loom_dev_comm c, loom_exchange_args a, size_t chunk, int nchunks) {
   const uint64_t epoch = loom_kernel_begin(c);
+  if (loom_block_aborted(c)) { /* a peer failed since our last call */
+    loom_kernel_end(c, epoch);
+    return;
+  }
   const int n = c.nranks, r = c.rank;
   const int ndst = a.ring ? 1 : n;
   const int nsrc = loom_exchange_sources(a.ring, n);
   const size_t stride = loom_exchange_stride(a.bytes_per_peer);
-  const size_t parity_base = c.data_offset + (size_t)(epoch & 1) * nsrc * stride;
+  const size_t base = c.data_offset; /* one buffer: ops.h */
 
   /* send: destinations staggered by rank so all links start busy */
   for (int item = blockIdx.x; item < ndst * nchunks; item += gridDim.x) {
@@ -44,8 +49,8 @@ __global__ void __launch_bounds__(exchange_cfg::threads, exchange_cfg::blocks_pe
     const size_t off = (size_t)ch * chunk;
     const size_t len = min(chunk, a.bytes_per_peer - off);
     const char *src = (const char *)a.send + (a.ring ? 0 : (size_t)peer * a.bytes_per_peer) + off;
-    char *dst = loom_peer_ptr(c, peer, parity_base + (a.ring ? 0 : (size_t)r) * stride + off);
-    if (!loom_block_wait_credit(c, peer, epoch, LOOM_EXCHANGE_PARITIES)) break;
+    char *dst = loom_peer_ptr(c, peer, base + (a.ring ? 0 : (size_t)r) * stride + off);
+    if (!loom_block_wait_peer_ready(c, peer, epoch)) break;
     loom_put_rows(dst, len, src, len, len, 1, threadIdx.x, blockDim.x);
     __syncthreads();
     if (threadIdx.x == 0 && !a.suppress_signals) loom_signal(c, peer, ch, epoch);
@@ -58,7 +63,7 @@ __global__ void __launch_bounds__(exchange_cfg::threads, exchange_cfg::blocks_pe
     if (!loom_block_wait(c, src_rank, ch, epoch)) break;
     const size_t off = (size_t)ch * chunk;
     const size_t len = min(chunk, a.bytes_per_peer - off);
-    const char *win = loom_local_ptr(c, parity_base + (a.ring ? 0 : (size_t)src_rank) * stride + off);
+    const char *win = loom_local_ptr(c, base + (a.ring ? 0 : (size_t)src_rank) * stride + off);
     char *dst = (char *)a.recv + (a.ring ? 0 : (size_t)src_rank * a.bytes_per_peer) + off;
     loom_copy_in_rows(dst, len, win, len, len, 1, threadIdx.x, blockDim.x);
   }

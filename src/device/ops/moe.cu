@@ -36,6 +36,7 @@
 #include "../runtime/transport.cuh"
 #include "../tile/gemm_tile.cuh"
 #include "moe.h"
+#include "topk.cuh"
 
 struct moe_cfg {
   static constexpr int threads = tile_cfg::threads;
@@ -111,40 +112,36 @@ static __device__ __forceinline__ float act_apply(int act, float v) {
 
 /* ---- phase 1: gate ------------------------------------------------------------- */
 
-/* Warp-wide top-k over lg[0..E) (float logits in shared memory), ties to the
- * lower index, then softmax weights; lane j < K ends up holding choice j.
- * Writes ids/weights for token t. Destroys lg. */
-static __device__ void gate_token(const loom_moe_params &p, float *lg, int t, int lane) {
+/* Warp-wide top-k over lg[0..E) (float logits in shared memory) in the
+ * gate's order (topk.cuh: NaN lowest, ties to the lower index), so the k ids
+ * are always distinct; then softmax weights; lane j < K ends up holding
+ * choice j. A token with a non-finite logit gets NaN weights (loom.h).
+ * Writes ids/weights for token t. */
+static __device__ void gate_token(const loom_moe_params &p, const float *lg, int t, int lane) {
   const int E = p.E, K = p.K;
-  const float taken = __int_as_float(0x7fc00001); /* NaN marks a chosen expert */
+  uint32_t taken = 0; /* bit q: expert lane + 32q chosen (E <= 1024) */
+  int bad = 0;
+  for (int e = lane; e < E; e += 32) bad |= !isfinite(lg[e]);
+  bad = __any_sync(0xffffffffu, bad);
   int my_id = 0;
   float my_val = 0.f;
   for (int j = 0; j < K; j++) {
-    float best = -INFINITY;
+    float best = 0.f;
     int besti = E;
-    for (int e = lane; e < E; e += 32) {
+    for (int e = lane, q = 0; e < E; e += 32, q++) {
       const float v = lg[e];
-      if (!isnan(v) && (besti == E || v > best)) { best = v; besti = e; }
+      if (!(taken >> q & 1u) && topk_above(v, e, best, besti, E)) { best = v; besti = e; }
     }
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, besti, o);
-      if (oi != E && (besti == E || ob > best || (ob == best && oi < besti))) { best = ob; besti = oi; }
-    }
-    if (besti == E) besti = j; /* only NaN logits left: any id, the output is NaN anyway */
+    besti = topk_warp_pick(&best, besti, E); /* < E: K <= E leaves one untaken */
+    if ((besti & 31) == lane) taken |= 1u << (besti >> 5);
     if (lane == j) { my_id = besti; my_val = best; }
-    __syncwarp();
-    if (lane == 0) lg[besti] = taken;
-    __syncwarp();
   }
   /* softmax over all experts with max = the first choice, in fp64; the
-   * chosen ones (marked) are added as one fixed-order warp sum */
+   * chosen ones are added as one fixed-order warp sum */
   const double m = (double)__shfl_sync(0xffffffffu, my_val, 0);
   double rest = 0.0;
-  for (int e = lane; e < E; e += 32) {
-    const float v = lg[e];
-    if (!isnan(v)) rest += exp((double)v - m);
-  }
+  for (int e = lane, q = 0; e < E; e += 32, q++)
+    if (!(taken >> q & 1u)) rest += exp((double)lg[e] - m);
   const double pj = lane < K ? exp((double)my_val - m) : 0.0;
   double sel = pj;
   for (int o = 16; o > 0; o >>= 1) {
@@ -154,7 +151,7 @@ static __device__ void gate_token(const loom_moe_params &p, float *lg, int t, in
   if (lane < K) {
     const double w = p.normalize ? pj / sel : pj / (rest + sel);
     p.ids[(size_t)t * K + lane] = my_id;
-    p.wts[(size_t)t * K + lane] = (float)w;
+    p.wts[(size_t)t * K + lane] = bad ? __int_as_float(0x7fc00000) : (float)w;
   }
 }
 
@@ -246,8 +243,8 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
         for (int j = (i / K) * K; j < i && !what; j++)
           if (call.ids_in[j] == id) what = LOOM_WAIT_DUP_ROUTING;
         if (what) {
-          loom_raise_fault(c.ctrl, c.fault, c.rank, c.op, LOOM_INVALID_ARGUMENT, c.rank, what, i,
-                           (uint64_t)(i / K), (uint64_t)(int64_t)id, 0);
+          LOOM_RAISE(c, LOOM_INVALID_ARGUMENT, c.rank, what, i, (uint64_t)(i / K),
+                     (uint64_t)(int64_t)id, 0);
           id = -1; /* dropped below; the call reports the error */
         }
         p.ids[i] = id;
@@ -289,8 +286,8 @@ static __device__ int capacity_of(const loom_moe_params &p, int T) {
   return (int)ceil(p.capacity_factor * (double)T * p.K / p.E);
 }
 
-static __device__ void phase_place(const loom_dev_comm &c, const loom_moe_params &p,
-                                   const loom_moe_call &call, moe_shared &sh, uint64_t epoch) {
+static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params &p,
+                                  const loom_moe_call &call, moe_shared &sh, uint64_t epoch) {
   const int E = p.E, K = p.K, El = p.El, T = call.T;
   const int ntiles = (T + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
   const int cap = capacity_of(p, T);
@@ -338,15 +335,23 @@ static __device__ void phase_place(const loom_dev_comm &c, const loom_moe_params
     __syncthreads();
   }
 
-  /* header for destination d: kept rows per local expert (padded) */
+  /* header for destination d: kept rows per local expert, config hash,
+   * call number (padded). The header is this call's first store into d's
+   * window: first wait until d has finished reading the previous call,
+   * whatever operator it was (loom_wait_peer_ready). Dispatch stores come
+   * after grid barrier 2, so they are ordered after these waits too. */
   for (int d = blockIdx.x; d < p.R; d += gridDim.x) {
+    if (!loom_block_wait_peer_ready(c, d, epoch)) return 0;
     int32_t *hdr = (int32_t *)loom_peer_ptr(c, d, p.hdr_off + (size_t)(epoch & 1) * p.hdr_parity_bytes +
                                                       (size_t)c.rank * p.hdr_stride);
     for (int i = threadIdx.x; i < (int)(p.hdr_stride / 4); i += blockDim.x)
-      hdr[i] = i < El ? sh.kept[d * El + i] : i == El ? (int32_t)p.cfg_hash : 0;
+      hdr[i] = i < El ? sh.kept[d * El + i]
+               : i == El ? (int32_t)p.cfg_hash
+               : i == El + 1 ? (int32_t)(uint32_t)epoch : 0;
     __syncthreads();
     if (threadIdx.x == 0) loom_signal(c, d, 0, epoch);
   }
+  return 1;
 }
 
 /* ---- phase 3: dispatch --------------------------------------------------------- */
@@ -411,10 +416,14 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
   const int h_cols = p.gated ? LOOM_MOE_BN : W;
   const int nF = (p.F + h_cols - 1) / h_cols, nH = (p.H + W - 1) / W, per_tile = nF + nH;
 
-  /* headers from every source, in task order (self first) */
+  /* headers from every source, in task order (self first). GEMM1 rows
+   * go back into source s's window: s's header of this call means s has
+   * finished the previous call, and loom_wait_peer_ready says so
+   * explicitly (an already-satisfied flag read). */
   for (int i = 0; i < R; i++) {
     const int s = (c.rank + i) % R;
     if (!loom_block_wait(c, s, 0, epoch)) return 0;
+    if (!loom_block_wait_peer_ready(c, s, epoch)) return 0;
     const int32_t *hdr = (const int32_t *)loom_local_ptr(
         c, p.hdr_off + (size_t)(epoch & 1) * p.hdr_parity_bytes + (size_t)s * p.hdr_stride);
     for (int le = threadIdx.x; le < El; le += blockDim.x)
@@ -422,10 +431,15 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
     int mismatch = 0;
     if (threadIdx.x == 0) {
       const uint32_t theirs = *(volatile const uint32_t *)&hdr[El];
-      mismatch = theirs != p.cfg_hash;
-      if (mismatch)
-        loom_raise_fault(c.ctrl, c.fault, c.rank, c.op, LOOM_INVALID_ARGUMENT, s,
-                         LOOM_WAIT_CONFIG_MISMATCH, 0, p.cfg_hash, theirs, 0);
+      const uint32_t call_no = *(volatile const uint32_t *)&hdr[El + 1];
+      if (theirs != p.cfg_hash) {
+        mismatch = 1;
+        LOOM_RAISE(c, LOOM_INVALID_ARGUMENT, s, LOOM_WAIT_CONFIG_MISMATCH, 0, p.cfg_hash, theirs, 0);
+      } else if (call_no != (uint32_t)epoch) {
+        mismatch = 1;
+        LOOM_RAISE(c, LOOM_INVALID_USAGE, s, LOOM_WAIT_CALL_MISMATCH, 0, (uint32_t)epoch, call_no,
+                   0);
+      }
     }
     if (__syncthreads_or(mismatch)) return 0;
   }
@@ -628,12 +642,16 @@ __global__ void __launch_bounds__(moe_cfg::threads, moe_cfg::blocks_per_sm)
   const uint64_t epoch = loom_kernel_begin(c);
   const uint64_t t0 = ptx_globaltimer_ns();
   if (threadIdx.x < 5) p.trace[(size_t)blockIdx.x * 5 + threadIdx.x] = 0;
-  phase_gate<DT>(c, p, call, sh, (float *)smem);
+  /* a peer that failed since our last call stops this one at once */
+  const int go = !loom_block_aborted(c);
+  if (go) phase_gate<DT>(c, p, call, sh, (float *)smem);
   phase_mark(p, 0, t0);
-  if (loom_grid_barrier(c, 1)) {
-    phase_place(c, p, call, sh, epoch);
+  if (go && loom_grid_barrier(c, 1)) {
+    const int placed = phase_place(c, p, call, sh, epoch);
     phase_mark(p, 1, t0);
-    if (loom_grid_barrier(c, 2)) {
+    /* a block whose credit wait failed raised the abort flag: barrier 2
+     * then returns 0 everywhere, so nobody dispatches into that peer */
+    if (loom_grid_barrier(c, 2) && placed) {
       phase_dispatch(c, p, call, sh, epoch);
       phase_mark(p, 2, t0);
       if (phase_experts<MATH, PARTS>(c, p, call, sh, epoch, smem)) {

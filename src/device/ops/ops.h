@@ -19,16 +19,16 @@ extern "C" {
 
 /* ---- exchange ------------------------------------------------------------
  * Data region of the window (per rank), byte offsets from data_offset:
- *   [parity 0..1][source slot 0..nsrc-1][stride]  where
+ *   [source slot 0..nsrc-1][stride]  where
  *   nsrc = 1 (ring: the one left neighbour) or nranks (all-to-all: source
  *   rank s uses slot s), stride = bytes_per_peer rounded up to 256.
- * A call with epoch e uses parity e % 2, and a source writes call e into a
- * destination only after that destination's completion credit for call
- * e - 2 (signal slot slots-1, see transport.cuh): in a ring a rank's inputs
- * come from its left neighbour, so without credits it could run several
- * calls ahead of its right neighbour.
+ * A source writes call e into a destination only after that destination's
+ * completion credit for call e - 1 (loom_wait_peer_ready, transport.cuh),
+ * the rule every operator follows, so one buffer suffices. (It used to be
+ * two parities and credit e - 2, which was safe only when the previous
+ * call on the communicator was also an exchange.)
  * Signal slot c < slots-1 of source s marks chunk c of s's message. */
-#define LOOM_EXCHANGE_PARITIES 2
+#define LOOM_EXCHANGE_PARITIES 1
 #define LOOM_EXCHANGE_ROW_ALIGN 256u
 
 static inline LOOM_HD size_t loom_exchange_stride(size_t bytes_per_peer) {

@@ -32,17 +32,25 @@ static inline LOOM_HD size_t loom_align_up(size_t x, size_t a) {
 /*
  * The symmetric window, identical on every rank (byte offsets):
  *
- *   [0, flags_bytes)             signal flags: uint64_t flags[nranks][slots].
+ *   [0, 4096)                    abort record (loom_abort_record below): the
+ *                                first peer whose kernel stopped on an error
+ *                                claims it (atomic CAS at system scope) and
+ *                                copies its fault there; the owner's waits
+ *                                poll it. Never reset: a communicator that
+ *                                saw an error must be destroyed.
+ *   [flags_offset, +flags_bytes) signal flags: uint64_t flags[nranks][slots].
  *                                flags[s][i] is written only by source rank
  *                                s (a release store of the call's epoch) and
  *                                read only by the owner (acquire loads).
  *                                Epochs only grow, so flags are never reset.
  *   [data_offset, +data_bytes)   operator data (layout per operator).
  *
- * flags_bytes = align(nranks * slots * 8, 4096); data_offset = flags_bytes.
+ * flags_offset = 4096; flags_bytes = align(nranks * slots * 8, 4096);
+ * data_offset = flags_offset + flags_bytes.
  */
 typedef struct {
-  size_t flags_offset; /* always 0 */
+  size_t abort_offset; /* always 0 */
+  size_t flags_offset; /* always LOOM_REGION_ALIGN */
   size_t flags_bytes;
   size_t data_offset;
   size_t data_bytes;
@@ -52,10 +60,11 @@ typedef struct {
 static inline LOOM_HD loom_window_layout loom_window_layout_make(int nranks, int slots,
                                                          size_t data_bytes) {
   loom_window_layout l;
-  l.flags_offset = 0;
+  l.abort_offset = 0;
+  l.flags_offset = LOOM_REGION_ALIGN;
   l.flags_bytes = loom_align_up((size_t)nranks * (size_t)slots * 8u,
                                 LOOM_REGION_ALIGN);
-  l.data_offset = l.flags_bytes;
+  l.data_offset = l.flags_offset + l.flags_bytes;
   l.data_bytes = loom_align_up(data_bytes, LOOM_REGION_ALIGN);
   l.total_bytes = l.data_offset + l.data_bytes;
   return l;
@@ -97,6 +106,12 @@ typedef enum {
   LOOM_WAIT_DUP_ROUTING = 6,  /* not a wait: caller routing repeats expert
                                  `observed` within token `epoch` (slot =
                                  the repeating entry t*top_k + j) */
+  LOOM_WAIT_CREDIT = 7,       /* peer's completion credit of the previous
+                                 call (epoch = that call, observed = the
+                                 last call the peer finished) */
+  LOOM_WAIT_CALL_MISMATCH = 8, /* not a wait: peer's header carries call
+                                  number `observed` (low 32 bits), ours is
+                                  `epoch`: the ranks are out of step */
 } loom_wait_kind;
 
 /*
@@ -104,31 +119,54 @@ typedef enum {
  * device (so the host reads it while or after the kernel runs). Written once
  * by the block that won ctrl.fault_claim; `status` is written last, after a
  * system fence, so a non-zero status means every other field is valid.
- *   status    4  0 = no fault, else a loom_result_t (LOOM_TIMEOUT)
- *   rank      4  rank that waited
+ * The fields after `status` describe the ORIGINAL fault: this rank's own,
+ * or, for status LOOM_PEER_ERROR, the one a peer stored into our window's
+ * abort record (then `rank` is that peer). 64 bytes:
+ *   status    4  0 = no fault, else a loom_result_t for this rank
+ *   cause     4  the original fault's loom_result_t (== status if own)
+ *   rank      4  rank that failed first (that waited, or found bad input)
  *   peer      4  rank it waited on
  *   what      4  loom_wait_kind
  *   slot      4  signal slot index
- *   block     4  CUDA block that waited
- *   op        4  operator id (loom_op_id) of the kernel
- *   pad       4
+ *   block     4  CUDA block that failed
+ *   op        4  operator id (loom_op_id) of the failing kernel
  *   epoch     8  value awaited (>=)
  *   observed  8  last value seen
  *   waited_ns 8  time waited before giving up
+ *   time_ns   8  %globaltimer when the original fault was raised
  */
 typedef struct {
   volatile int32_t status;
+  volatile int32_t cause;
   volatile int32_t rank;
   volatile int32_t peer;
   volatile int32_t what;
   volatile int32_t slot;
   volatile int32_t block;
   volatile int32_t op;
-  volatile int32_t pad;
   volatile uint64_t epoch;
   volatile uint64_t observed;
   volatile uint64_t waited_ns;
+  volatile uint64_t time_ns;
 } loom_fault_record;
+
+/*
+ * Abort record at the start of every rank's window (window offset 0),
+ * written by a PEER: the first rank whose kernel stops on its own error
+ * claims `claim` (0 -> its rank + 1, atom.cas.sys), fills `fault` (status
+ * = cause = its error), fences at system scope and stores fault.status
+ * last. The owner's bounded waits read fault.status every
+ * LOOM_WAIT_CHECK_EVERY polls; non-zero means stop and report
+ * LOOM_PEER_ERROR with `fault` as the reason. 4096 bytes reserved:
+ *   claim  4  0, or the claiming rank + 1
+ *   pad   60
+ *   fault 64  copy of the claimant's fault record
+ */
+typedef struct {
+  uint32_t claim;
+  uint32_t pad[15];
+  loom_fault_record fault;
+} loom_abort_record;
 
 /* Operator ids, for fault messages. */
 typedef enum {

@@ -23,6 +23,14 @@ static __device__ __forceinline__ void ptx_st_release_sys_u64(uint64_t *p, uint6
   asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
+/* Acquire load at system scope of a 32-bit word (a status a peer GPU
+ * release-publishes into our memory). */
+static __device__ __forceinline__ int32_t ptx_ld_acquire_sys_s32(const int32_t *p) {
+  int32_t v;
+  asm volatile("ld.acquire.sys.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
 /* Relaxed load at GPU scope: a fresh value from L2, no ordering implied. */
 static __device__ __forceinline__ int32_t ptx_ld_relaxed_gpu_s32(const int32_t *p) {
   int32_t v;

@@ -8,7 +8,12 @@
  *   loom_copy_in_rows                     read rows a peer put into our window
  *   loom_signal                           release-store the epoch to a peer
  *   loom_wait_signal / loom_block_wait    bounded acquire wait
- *   loom_block_wait_credit                wait until a peer finished call e-d
+ *   loom_block_wait_peer_ready            before the first store into a
+ *                                         peer's window in call e: wait until
+ *                                         it finished call e-1 (any operator)
+ *   loom_raise_fault / loom_check_abort   errors travel: a fault is copied
+ *                                         into every peer's abort record;
+ *                                         every wait polls ours
  *
  * Memory ordering of one message (producer block P, consumer block C):
  *   P: every thread stores its part of the rows (weak stores over NVLink)
@@ -50,8 +55,14 @@ static __device__ __forceinline__ char *loom_local_ptr(const loom_dev_comm &c,
 static __device__ __forceinline__ uint64_t *loom_flag_ptr(const loom_dev_comm &c,
                                                           int owner, int src,
                                                           int slot) {
-  size_t off = ((size_t)src * (size_t)c.slots + (size_t)slot) * sizeof(uint64_t);
+  size_t off = c.flags_offset + ((size_t)src * (size_t)c.slots + (size_t)slot) * sizeof(uint64_t);
   return (uint64_t *)loom_peer_ptr(c, owner, off);
+}
+
+/* The abort record at the start of `owner`'s window (layout.h). */
+static __device__ __forceinline__ loom_abort_record *loom_abort_ptr(ncclWindow_t window,
+                                                                    int owner) {
+  return (loom_abort_record *)ncclGetLsaPointer(window, 0, owner);
 }
 
 /* ---- epochs ------------------------------------------------------------ */
@@ -65,7 +76,7 @@ static __device__ __forceinline__ uint64_t loom_kernel_begin(const loom_dev_comm
 
 /* Called once by every block, by all its threads, as its last action. The
  * last block to arrive publishes the epoch for the next call and hands every
- * rank a completion credit for this call (loom_block_wait_credit); it
+ * rank a completion credit for this call (loom_wait_peer_ready); it
  * returns 1 to all its threads, other blocks return 0. Its arrival order
  * (fence, then atomic) means every other block's reads and writes are done
  * before the credits are released. */
@@ -168,44 +179,107 @@ static __device__ __forceinline__ void loom_signal(const loom_dev_comm &c, int p
 /* Completion credits. Signal slot slots-1 of every source is reserved:
  * when a rank's kernel for call e ends, it stores e there in every rank's
  * window (loom_kernel_end), meaning "I have finished reading everything of
- * call e". A rank about to write call e's data into a peer buffer that call
- * e - depth also used first waits for that peer's credit e - depth. Without
- * it a rank whose inputs come from elsewhere (a ring) could run several
- * calls ahead of its destination and overwrite unread data. */
+ * call e". Every operator's first store into a peer's window in call e
+ * waits for that peer's credit e - 1 (loom_wait_peer_ready), so a rank can
+ * never run ahead of a peer that is still reading, whatever operators the
+ * two calls were. */
 static __device__ __forceinline__ int loom_credit_slot(const loom_dev_comm &c) {
   return c.slots - 1;
 }
 
-/* Record a fault (first caller wins) and raise the abort flag. Takes
+/* Fill a fault record, `status` last after a system fence. */
+static __device__ __forceinline__ void loom_fill_fault(loom_fault_record *f, int status, int cause,
+                                                       int rank, int peer, int what, int slot,
+                                                       int block, int op, uint64_t epoch,
+                                                       uint64_t observed, uint64_t waited_ns,
+                                                       uint64_t time_ns) {
+  f->cause = cause;
+  f->rank = rank;
+  f->peer = peer;
+  f->what = what;
+  f->slot = slot;
+  f->block = block;
+  f->op = op;
+  f->epoch = epoch;
+  f->observed = observed;
+  f->waited_ns = waited_ns;
+  f->time_ns = time_ns;
+  __threadfence_system();
+  f->status = status;
+  __threadfence_system();
+}
+
+/* This rank's kernel stops on its own error (one thread calls it). First
+ * caller on this rank wins the local fault record; it also copies the fault
+ * into the abort record of every peer's window (the first claimant there
+ * wins), so every peer's kernel stops at its next wait poll and names this
+ * rank. Then the local abort flag stops this kernel's other blocks. Takes
  * scalars, not the comm struct, so the out-of-line call needs no stack. */
 static __device__ __noinline__ void loom_raise_fault(loom_ctrl *ctrl, loom_fault_record *f,
+                                                     ncclWindow_t window, int nranks,
                                                      int rank, int op, int status,
                                                      int peer, int what, int slot,
                                                      uint64_t epoch, uint64_t observed,
                                                      uint64_t waited_ns) {
   if (atomicCAS(&ctrl->fault_claim, 0u, 1u) == 0u) {
-    f->rank = rank;
-    f->peer = peer;
-    f->what = what;
-    f->slot = slot;
-    f->block = (int32_t)blockIdx.x;
-    f->op = op;
-    f->epoch = epoch;
-    f->observed = observed;
-    f->waited_ns = waited_ns;
-    __threadfence_system();
-    f->status = status;
-    __threadfence_system();
+    const uint64_t now = ptx_globaltimer_ns();
+    const int block = (int)blockIdx.x;
+    loom_fill_fault(f, status, status, rank, peer, what, slot, block, op, epoch, observed,
+                    waited_ns, now);
+    for (int d = 0; d < nranks; d++) {
+      if (d == rank) continue;
+      loom_abort_record *rec = loom_abort_ptr(window, d);
+      if (atomicCAS_system(&rec->claim, 0u, (unsigned)rank + 1u) == 0u)
+        loom_fill_fault(&rec->fault, status, status, rank, peer, what, slot, block, op, epoch,
+                        observed, waited_ns, now);
+    }
   }
   atomicExch(&ctrl->abort, 1);
 }
 
+/* Shorthand for a fault of this kernel's communicator. */
+#define LOOM_RAISE(c, status, peer, what, slot, epoch, observed, waited)                   \
+  loom_raise_fault((c).ctrl, (c).fault, (c).window, (c).nranks, (c).rank, (c).op, (status), \
+                   (peer), (what), (slot), (epoch), (observed), (waited))
+
+/* Whether this kernel must stop (one thread calls it): our own abort flag,
+ * or a fault a peer stored into our window's abort record. The first block
+ * to see the latter copies it into our fault record as LOOM_PEER_ERROR (the
+ * original fault's fields, so the message names the rank that failed first)
+ * and raises our abort flag; nothing is propagated further. */
+static __device__ __noinline__ int loom_check_abort_at(loom_ctrl *ctrl, loom_fault_record *fault,
+                                                       ncclWindow_t window, int rank) {
+  if (ptx_ld_relaxed_gpu_s32(&ctrl->abort)) return 1;
+  loom_abort_record *rec = loom_abort_ptr(window, rank);
+  const int32_t status = ptx_ld_acquire_sys_s32((const int32_t *)&rec->fault.status);
+  if (status == 0) return 0;
+  if (atomicCAS(&ctrl->fault_claim, 0u, 1u) == 0u) {
+    const loom_fault_record *o = &rec->fault;
+    loom_fill_fault(fault, LOOM_PEER_ERROR, status, o->rank, o->peer, o->what, o->slot,
+                    o->block, o->op, o->epoch, o->observed, o->waited_ns, o->time_ns);
+  }
+  atomicExch(&ctrl->abort, 1);
+  return 1;
+}
+
+/* Scalars, not the comm struct, go to the out-of-line call: no stack. */
+static __device__ __forceinline__ int loom_check_abort(const loom_dev_comm &c) {
+  return loom_check_abort_at(c.ctrl, c.fault, c.window, c.rank);
+}
+
+/* Block-wide: whether the kernel must stop (every thread calls it). */
+static __device__ __forceinline__ int loom_block_aborted(const loom_dev_comm &c) {
+  int stop = 0;
+  if (threadIdx.x == 0) stop = loom_check_abort(c);
+  return __syncthreads_or(stop);
+}
+
 /* Wait, from ONE thread, until flags[src][slot] in our window reaches
- * `epoch`. Returns 1 when it did, 0 when this communicator aborted or the
- * wait ran past c.timeout_ns (then the fault is recorded here). Never spins
- * unbounded. */
-static __device__ __forceinline__ int loom_wait_signal(const loom_dev_comm &c, int src,
-                                                       int slot, uint64_t epoch) {
+ * `epoch`. Returns 1 when it did, 0 when this communicator aborted (ours or
+ * a peer's error) or the wait ran past c.timeout_ns (then the fault is
+ * recorded here as `what`). Never spins unbounded. */
+static __device__ __forceinline__ int loom_wait_flag(const loom_dev_comm &c, int src, int slot,
+                                                     uint64_t epoch, int what) {
   const uint64_t *flag = loom_flag_ptr(c, c.rank, src, slot);
   uint64_t seen = ptx_ld_acquire_sys_u64(flag);
   if (seen >= epoch) return 1;
@@ -214,15 +288,19 @@ static __device__ __forceinline__ int loom_wait_signal(const loom_dev_comm &c, i
     seen = ptx_ld_acquire_sys_u64(flag);
     if (seen >= epoch) return 1;
     if (polls % LOOM_WAIT_CHECK_EVERY == 0) {
-      if (ptx_ld_relaxed_gpu_s32(&c.ctrl->abort)) return 0;
+      if (loom_check_abort(c)) return 0;
       const uint64_t waited = ptx_globaltimer_ns() - start;
       if (waited > c.timeout_ns) {
-        loom_raise_fault(c.ctrl, c.fault, c.rank, c.op, LOOM_TIMEOUT, src, LOOM_WAIT_SIGNAL, slot, epoch,
-                         seen, waited);
+        LOOM_RAISE(c, LOOM_TIMEOUT, src, what, slot, epoch, seen, waited);
         return 0;
       }
     }
   }
+}
+
+static __device__ __forceinline__ int loom_wait_signal(const loom_dev_comm &c, int src,
+                                                       int slot, uint64_t epoch) {
+  return loom_wait_flag(c, src, slot, epoch, LOOM_WAIT_SIGNAL);
 }
 
 /* Bounded wait, from ONE thread, for a counter in this GPU's memory that
@@ -239,11 +317,10 @@ static __device__ __forceinline__ int loom_wait_local_geq(const loom_dev_comm &c
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
     if (seen >= target) return 1;
     if (polls % LOOM_WAIT_CHECK_EVERY == 0) {
-      if (ptx_ld_relaxed_gpu_s32(&c.ctrl->abort)) return 0;
+      if (loom_check_abort(c)) return 0;
       const uint64_t waited = ptx_globaltimer_ns() - start;
       if (waited > c.timeout_ns) {
-        loom_raise_fault(c.ctrl, c.fault, c.rank, c.op, LOOM_TIMEOUT, c.rank, what, slot, target,
-                         seen, waited);
+        LOOM_RAISE(c, LOOM_TIMEOUT, c.rank, what, slot, target, seen, waited);
         return 0;
       }
     }
@@ -252,7 +329,9 @@ static __device__ __forceinline__ int loom_wait_local_geq(const loom_dev_comm &c
 
 /* Grid-wide barrier number `index` (1, 2, ... within one kernel): every
  * block's writes before it are visible to every block after it. Bounded;
- * returns 0 (to all threads) if the kernel is aborting. */
+ * returns 0 (to all threads) if the kernel is aborting, also when the abort
+ * came before the barrier completed (so no block starts the next phase of
+ * a call that already failed). */
 static __device__ __forceinline__ int loom_grid_barrier(const loom_dev_comm &c, unsigned index) {
   int failed = 0;
   __syncthreads();
@@ -262,6 +341,7 @@ static __device__ __forceinline__ int loom_grid_barrier(const loom_dev_comm &c, 
     failed = !loom_wait_local_geq(c, &c.ctrl->barrier, index * gridDim.x,
                                   LOOM_WAIT_GRID_BARRIER, (int)index);
     __threadfence();
+    if (!failed) failed = loom_check_abort(c);
   }
   return !__syncthreads_or(failed);
 }
@@ -275,12 +355,26 @@ static __device__ __forceinline__ int loom_block_wait(const loom_dev_comm &c, in
   return !__syncthreads_or(failed);
 }
 
-/* Block-wide: before writing call `epoch`'s data into `dst`'s buffer that
- * call epoch - depth used, wait for dst's completion credit of that call. */
-static __device__ __forceinline__ int loom_block_wait_credit(const loom_dev_comm &c, int dst,
-                                                             uint64_t epoch, int depth) {
-  if (epoch <= (uint64_t)depth) return 1;
-  return loom_block_wait(c, dst, loom_credit_slot(c), epoch - depth);
+/* The reuse rule of every operator (docs/runtime.md): before its FIRST
+ * store (data or signal) into rank dst's window in call `epoch`, a kernel
+ * waits until dst's kernel of call epoch - 1 -- whatever operator that was
+ * -- has finished reading (dst's completion credit). Then no region of
+ * dst's window is still being read when it is overwritten, whatever layout
+ * the two operators use. One thread waits; bounded like every wait. A
+ * timeout names the peer and the call it has not finished. */
+static __device__ __forceinline__ int loom_wait_peer_ready(const loom_dev_comm &c, int dst,
+                                                           uint64_t epoch) {
+  if (epoch <= 1) return 1;
+  return loom_wait_flag(c, dst, loom_credit_slot(c), epoch - 1, LOOM_WAIT_CREDIT);
+}
+
+/* Block-wide loom_wait_peer_ready: thread 0 waits, the block learns the
+ * outcome (1 ready, 0 aborting). Every thread of the block calls it. */
+static __device__ __forceinline__ int loom_block_wait_peer_ready(const loom_dev_comm &c, int dst,
+                                                                 uint64_t epoch) {
+  int failed = 0;
+  if (threadIdx.x == 0) failed = !loom_wait_peer_ready(c, dst, epoch);
+  return !__syncthreads_or(failed);
 }
 
 #endif /* LOOM_TRANSPORT_CUH */

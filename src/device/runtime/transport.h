@@ -19,13 +19,14 @@ extern "C" {
 #endif
 
 /* What a kernel knows about its communicator. Passed by value (kernel
- * parameter space), 72 bytes. */
+ * parameter space), 80 bytes. */
 typedef struct {
   ncclWindow_t window;      /* symmetric window (device-side handle) */
   int rank;                 /* world rank == LSA rank (checked at create) */
   int nranks;
   int slots;                /* signal slots per source rank */
   int op;                   /* loom_op_id, for fault records */
+  size_t flags_offset;      /* start of the signal flags in the window */
   size_t data_offset;       /* start of the data region in the window */
   uint64_t timeout_ns;      /* bound on every wait */
   loom_ctrl *ctrl;          /* this rank's control block (device memory) */
