@@ -122,7 +122,8 @@ typedef struct {
    * run). LOOM_UNSET: 64 MiB. Must be the same on every rank. */
   int64_t workspace_bytes;
   /* Signal slots each source rank owns in every rank's window (one 8-byte
-   * flag each; the last is reserved for buffer credits), >= 2.
+   * flag each; the last two are reserved: buffer credits and call tags),
+   * >= 3.
    * LOOM_UNSET: 4096. Must be the same on every rank. */
   int signal_slots;
   /* Bound on every wait inside loom's kernels, in milliseconds. LOOM_UNSET:
@@ -303,8 +304,12 @@ loom_result_t loom_exchange(loom_comm_t comm, loom_exchange_t pattern,
  * different configs, exchanges, in any order): before its first store into
  * rank d's window in a call, a kernel waits (bounded) until d's kernel of
  * the previous call on the communicator has finished reading. Every rank
- * must make the same sequence of calls; headers carry the call number and
- * a rank that is out of step gets an asynchronous error, not wrong data.
+ * must make the same sequence of calls: each kernel tags its stores with
+ * its call number and operator, and a rank that is out of step (one call
+ * more, or another operator or layer config in the same call) gets an
+ * asynchronous error, not wrong data. A rank that is idle when a peer
+ * fails learns of it at its next call on the communicator (which stops at
+ * once with LOOM_PEER_ERROR), not from loom_comm_get_async_error before.
  *
  * Workspace. Dropless buffers are sized for the worst case: every rank may
  * send one destination max_tokens_per_rank x min(top_k, E/R) rows, into a

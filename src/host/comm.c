@@ -41,8 +41,8 @@ loom_result_t loom_resolve_comm_config(const char *fn, const loom_comm_config_t 
            "config->workspace_bytes (%lld) must be in [1, 2^40] or LOOM_UNSET",
            (long long)c.workspace_bytes);
   if (c.signal_slots == LOOM_UNSET) c.signal_slots = LOOM_DEFAULT_SIGNAL_SLOTS;
-  LOOM_ARG(c.signal_slots >= 2 && c.signal_slots <= LOOM_MAX_SIGNAL_SLOTS, fn,
-           "config->signal_slots (%d) must be in [2, %d] or LOOM_UNSET", c.signal_slots,
+  LOOM_ARG(c.signal_slots >= 3 && c.signal_slots <= LOOM_MAX_SIGNAL_SLOTS, fn,
+           "config->signal_slots (%d) must be in [3, %d] or LOOM_UNSET", c.signal_slots,
            LOOM_MAX_SIGNAL_SLOTS);
   if (c.timeout_ms == LOOM_UNSET) {
     const char *env = getenv("LOOM_TIMEOUT_MS");
@@ -133,9 +133,10 @@ static void describe_fault(const loom_fault_record *f, char *buf, size_t n) {
     return;
   case LOOM_WAIT_CALL_MISMATCH:
     snprintf(buf, n,
-             "rank %d: %s: rank %d's header is for call %llu but this is call %llu (low 32 bits): "
+             "rank %d: %s: rank %d is in call %llu of %s while this rank is in call %llu of %s: "
              "the ranks made different sequences of calls on this communicator",
-             f->rank, op_name(f->op), f->peer, seen, want);
+             f->rank, op_name(f->op), f->peer, seen >> 8, op_name((int)(seen & 0xff)), want >> 8,
+             op_name((int)(want & 0xff)));
     return;
   case LOOM_WAIT_CREDIT:
     snprintf(buf, n,

@@ -99,7 +99,7 @@ static void layout(const moe_shape *s, int R, loom_moe_params *p, size_t *window
   p->slot_disp0 = 1;
   p->slot_ret0 = 1 + p->El * p->TPE;
   *window_bytes = p->ret_off + region;
-  *slots = 1 + 2 * p->El * p->TPE + 1; /* + the runtime's credit slot */
+  *slots = 1 + 2 * p->El * p->TPE + 2; /* + the runtime's call tag and credit slots */
 }
 
 loom_result_t loom_moe_layout(const char *fn, const loom_moe_config_t *config, int nranks,

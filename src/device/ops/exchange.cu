@@ -98,7 +98,7 @@ extern "C" cudaError_t loom_launch_exchange(const loom_dev_comm *c,
   const int per_dst = grid / ndst > 0 ? grid / ndst : 1;
   size_t chunk = (a->bytes_per_peer + per_dst - 1) / per_dst;
   if (chunk < exchange_cfg::min_chunk) chunk = exchange_cfg::min_chunk;
-  const int data_slots = c->slots - 1; /* the last slot carries credits */
+  const int data_slots = c->slots - 2; /* the last two: credits and call tags */
   const size_t by_slots = (a->bytes_per_peer + data_slots - 1) / data_slots;
   if (chunk < by_slots) chunk = by_slots;
   chunk = (chunk + 15) / 16 * 16;

@@ -437,8 +437,8 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
         LOOM_RAISE(c, LOOM_INVALID_ARGUMENT, s, LOOM_WAIT_CONFIG_MISMATCH, 0, p.cfg_hash, theirs, 0);
       } else if (call_no != (uint32_t)epoch) {
         mismatch = 1;
-        LOOM_RAISE(c, LOOM_INVALID_USAGE, s, LOOM_WAIT_CALL_MISMATCH, 0, (uint32_t)epoch, call_no,
-                   0);
+        LOOM_RAISE(c, LOOM_INVALID_USAGE, s, LOOM_WAIT_CALL_MISMATCH, 0,
+                   loom_call_tag((uint32_t)epoch, c.op), loom_call_tag(call_no, c.op), 0);
       }
     }
     if (__syncthreads_or(mismatch)) return 0;

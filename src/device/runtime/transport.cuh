@@ -187,6 +187,21 @@ static __device__ __forceinline__ int loom_credit_slot(const loom_dev_comm &c) {
   return c.slots - 1;
 }
 
+/* Call tags. Signal slot slots-2 of every source is reserved too: right
+ * after its credit wait for a peer (loom_wait_peer_ready), a kernel stores
+ * its call tag there in that peer's window -- the call number and the
+ * operator -- before any data or signal. Every successful signal wait then
+ * checks the sender's tag (loom_wait_signal): a peer that is in another call,
+ * or runs another operator in this call, is an async error on both sides,
+ * never data read as if it were ours. Operators' own slots are [0, slots-2). */
+static __device__ __forceinline__ int loom_tag_slot(const loom_dev_comm &c) {
+  return c.slots - 2;
+}
+
+static __device__ __forceinline__ uint64_t loom_call_tag(uint64_t epoch, int op) {
+  return epoch << 8 | (uint64_t)(op & 0xff);
+}
+
 /* Fill a fault record, `status` last after a system fence. */
 static __device__ __forceinline__ void loom_fill_fault(loom_fault_record *f, int status, int cause,
                                                        int rank, int peer, int what, int slot,
@@ -298,9 +313,18 @@ static __device__ __forceinline__ int loom_wait_flag(const loom_dev_comm &c, int
   }
 }
 
+/* Wait, from ONE thread, for src's signal `slot` of call `epoch`, then check
+ * src's call tag: it must be this call of this operator (a signal value
+ * alone cannot tell, flags only grow). A different tag raises
+ * LOOM_INVALID_USAGE (what = LOOM_WAIT_CALL_MISMATCH) and returns 0. */
 static __device__ __forceinline__ int loom_wait_signal(const loom_dev_comm &c, int src,
                                                        int slot, uint64_t epoch) {
-  return loom_wait_flag(c, src, slot, epoch, LOOM_WAIT_SIGNAL);
+  if (!loom_wait_flag(c, src, slot, epoch, LOOM_WAIT_SIGNAL)) return 0;
+  const uint64_t want = loom_call_tag(epoch, c.op);
+  const uint64_t tag = ptx_ld_acquire_sys_u64(loom_flag_ptr(c, c.rank, src, loom_tag_slot(c)));
+  if (tag == want) return 1;
+  LOOM_RAISE(c, LOOM_INVALID_USAGE, src, LOOM_WAIT_CALL_MISMATCH, slot, want, tag, 0);
+  return 0;
 }
 
 /* Bounded wait, from ONE thread, for a counter in this GPU's memory that
@@ -361,11 +385,17 @@ static __device__ __forceinline__ int loom_block_wait(const loom_dev_comm &c, in
  * -- has finished reading (dst's completion credit). Then no region of
  * dst's window is still being read when it is overwritten, whatever layout
  * the two operators use. One thread waits; bounded like every wait. A
- * timeout names the peer and the call it has not finished. */
+ * timeout names the peer and the call it has not finished. Then it stores
+ * this call's tag into dst's window (loom_tag_slot). */
 static __device__ __forceinline__ int loom_wait_peer_ready(const loom_dev_comm &c, int dst,
                                                            uint64_t epoch) {
-  if (epoch <= 1) return 1;
-  return loom_wait_flag(c, dst, loom_credit_slot(c), epoch - 1, LOOM_WAIT_CREDIT);
+  if (epoch > 1 && !loom_wait_flag(c, dst, loom_credit_slot(c), epoch - 1, LOOM_WAIT_CREDIT))
+    return 0;
+  /* our call tag for dst, ordered before our data by the release of the
+   * signal that follows it */
+  ptx_st_release_sys_u64(loom_flag_ptr(c, dst, c.rank, loom_tag_slot(c)),
+                         loom_call_tag(epoch, c.op));
+  return 1;
 }
 
 /* Block-wide loom_wait_peer_ready: thread 0 waits, the block learns the
