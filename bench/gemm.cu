@@ -1,0 +1,843 @@
+/*
+ * Hopper tile engine (src/device/tile/hopper*.cuh): correctness, then speed
+ * beside cuBLAS. One binary, one GPU (H100/H200, compute capability 9.0).
+ *
+ *   make build/bench/gemm
+ *   build/bench/gemm --debug          # tiny known problems; prints first mismatches
+ *   build/bench/gemm --check-only     # every correctness case, no timing
+ *   build/bench/gemm                  # all checks ("all results match"), then timings
+ *   build/bench/gemm --quick          # fewer cases and shapes
+ *   build/bench/gemm --dtype bf16 --shape dense     # filters (bf16|fp16|tf32, dense|grouped|smallm)
+ *   options: --iters N (timed runs, median; default 10), --seed S, --threads T (CPU reference)
+ *
+ * Problem: C[rows x n_out] = epilogue(A[rows x K] . B[N x K]^T) per group,
+ * A and B K-contiguous (B in nn.Linear layout), fp32 accumulation.
+ * Inputs are random multiples of 2^-7 (A, in [-1, 1)) and 2^-11 (B, in
+ * [-1/16, 1/16)): exact in bf16, fp16 and tf32, so the CPU reference (double
+ * accumulation) sees exactly what the GPU multiplies. Per-element bound
+ *   |c - ref| <= rtol * |ref| + 2^-14 * sum_k |a_k b_k|
+ * rtol = 1e-2 for bf16 output (unit roundoff 2^-8 = 3.9e-3, 2.5x margin),
+ * 2e-3 for fp16 (2^-11 = 4.9e-4, 4x), 5e-3 for fp32 output of the tf32 path
+ * (inputs are exact tf32 values, so only accumulation order and the
+ * hardware's fp32 accumulation remain; the 2^-14 magnitude term is that
+ * accumulation allowance on every path, ~0.4% of a typical |ref| at K=8192).
+ * Outputs are poisoned (all-ones bytes = NaN) before each run, and 8 guard
+ * rows around every group's output must stay poisoned.
+ *
+ * Timing: cudaEvent around each launch, L2 flushed before each, median of
+ * --iters after 2 warm-ups. The engine runs through its persistent task loop
+ * with every task gated on a readiness counter that is already satisfied.
+ * cuBLAS: cublasGemmEx per group (same layout: C^T = B . A^T in column-major).
+ */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "device/tile/hopper_host.cuh"
+
+#define CUDA_CHECK(x)                                                                     \
+  do {                                                                                    \
+    cudaError_t e_ = (x);                                                                 \
+    if (e_ != cudaSuccess) {                                                              \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      exit(1);                                                                            \
+    }                                                                                     \
+  } while (0)
+#define CUBLAS_CHECK(x)                                                          \
+  do {                                                                           \
+    cublasStatus_t s_ = (x);                                                     \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                           \
+      fprintf(stderr, "%s:%d: %s: cublas status %d\n", __FILE__, __LINE__, #x, (int)s_); \
+      exit(1);                                                                   \
+    }                                                                            \
+  } while (0)
+
+/* ---- options and device ---------------------------------------------------- */
+
+struct options {
+  int check_only, quick, debug;
+  int dtype;  /* -1 all */
+  int shape;  /* -1 all, 0 dense, 1 grouped, 2 smallm */
+  int iters;
+  uint32_t seed;
+  int threads;
+};
+static options g_opt;
+static int g_num_sms, g_l2_bytes;
+static cublasHandle_t g_cublas;
+static void *g_flush;
+static size_t g_flush_bytes;
+
+enum { CFG_LARGE = 0, CFG_SMALL = 1 };
+static const char *dtype_name(int d) { return d == HOP_BF16 ? "bf16" : d == HOP_FP16 ? "fp16" : "tf32"; }
+static const char *act_name(int a) {
+  static const char *n[] = {"none", "relu", "gelu_tanh", "gelu_erf", "silu", "swiglu"};
+  return n[a];
+}
+static int in_esize(int dt) { return dt == HOP_TF32 ? 4 : 2; }
+static int out_esize(int o) { return o == HOP_OUT_FP32 ? 4 : 2; }
+
+/* ---- inputs: a hash of (seed, index), identical on host and device ---------- */
+
+static __host__ __device__ __forceinline__ float gen_val(uint32_t seed, uint64_t i, float scale) {
+  uint64_t x = i * 0x9E3779B97F4A7C15ull + (uint64_t)seed * 0xD1B54A32D192ED03ull + 1;
+  x ^= x >> 31;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 29;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 32;
+  return (float)((int)(x >> 56) - 128) * scale; /* 256 values, exact in bf16/fp16/tf32 */
+}
+#define SCALE_A (1.0f / 128)
+#define SCALE_B (1.0f / 2048)
+
+template <typename T> __global__ void fill_kernel(T *p, size_t n, uint32_t seed, float scale) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    p[i] = (T)gen_val(seed, i, scale);
+}
+static void fill(void *p, int dtype, size_t n, uint32_t seed, float scale) {
+  if (dtype == HOP_BF16) fill_kernel<<<1024, 256>>>((__nv_bfloat16 *)p, n, seed, scale);
+  else if (dtype == HOP_FP16) fill_kernel<<<1024, 256>>>((__half *)p, n, seed, scale);
+  else fill_kernel<<<1024, 256>>>((float *)p, n, seed, scale);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+/* ---- a tiny thread pool: parallel_for over [0, n) ----------------------------- */
+
+struct pf_ctx {
+  int n;
+  int next; /* atomic */
+  void (*fn)(int, void *);
+  void *arg;
+};
+static void *pf_worker(void *p) {
+  pf_ctx *c = (pf_ctx *)p;
+  for (;;) {
+    int i = __atomic_fetch_add(&c->next, 1, __ATOMIC_RELAXED);
+    if (i >= c->n) return NULL;
+    c->fn(i, c->arg);
+  }
+}
+static void parallel_for(int n, void (*fn)(int, void *), void *arg) {
+  pf_ctx c = {n, 0, fn, arg};
+  int nt = g_opt.threads;
+  pthread_t th[256];
+  if (nt > 256) nt = 256;
+  for (int t = 0; t < nt; t++) pthread_create(&th[t], NULL, pf_worker, &c);
+  for (int t = 0; t < nt; t++) pthread_join(th[t], NULL);
+}
+
+/* ---- one test/benchmark case ---------------------------------------------------- */
+
+#define MAX_GROUPS 128
+#define GUARD 8 /* poisoned rows before/after every group's output */
+
+struct gcase {
+  char name[96];
+  int dtype, cfg, act, out;
+  int G;
+  int rows[MAX_GROUPS];
+  int N, K;
+  int row_ptr, row_scale; /* exercise the per-row destination table / scale */
+  int timeout_group;      /* -1, or the group whose readiness never arrives */
+  int edge, rand_rows;    /* row sampling per group: 0 = check every row */
+  int shape;              /* 0 dense, 1 grouped, 2 smallm, -1 correctness-only */
+};
+
+/* Device buffers of a case. */
+struct gbufs {
+  int64_t row_off[MAX_GROUPS + 1]; /* A row of each group; row_off[G] = total */
+  int64_t crow_off[MAX_GROUPS];    /* C row of each group's first output row */
+  int64_t c_rows;                  /* rows of the C buffer including guards */
+  int n_out;
+  void *A, *B, *C, *Cref; /* Cref: cuBLAS output, contiguous [total x N] */
+  float *scale;           /* [total] */
+  void **rowp;            /* [total] device pointers */
+  uint32_t *ready;        /* per group per m-block counters */
+  uint32_t *error;
+  hop_plan plan;
+};
+
+static int dest_row(const gcase *c, int g, int r) { return c->row_ptr ? c->rows[g] - 1 - r : r; }
+static float row_scale_val(uint32_t seed, int64_t row) { return 0.5f + 0.125f * (float)((row * 2654435761u + seed) % 13); }
+
+static cudaError_t plan_case(const gcase *c, gbufs *b, uint64_t timeout_ns) {
+  hop_group_desc gd[MAX_GROUPS];
+  const int es = in_esize(c->dtype), bm = c->cfg == CFG_LARGE ? 128 : 64;
+  int64_t ready_off = 0;
+  for (int g = 0; g < c->G; g++) {
+    hop_group_desc *d = &gd[g];
+    memset(d, 0, sizeof(*d));
+    d->a = (char *)b->A + b->row_off[g] * c->K * es;
+    d->lda = c->K;
+    d->rows = c->rows[g];
+    d->b = (char *)b->B + (int64_t)g * c->N * c->K * es;
+    d->ldb = c->K;
+    d->c = (char *)b->C + b->crow_off[g] * b->n_out * out_esize(c->out);
+    d->row_ptr = c->row_ptr ? b->rowp + b->row_off[g] : NULL;
+    d->row_scale = c->row_scale ? b->scale + b->row_off[g] : NULL;
+    d->ready = b->ready + ready_off;
+    d->ready_target = 1;
+    d->ready_stride = 1;
+    ready_off += (c->rows[g] + bm - 1) / bm;
+  }
+  hop_problem pr;
+  memset(&pr, 0, sizeof(pr));
+  pr.dtype = c->dtype;
+  pr.act = c->act;
+  pr.n = c->N;
+  pr.k = c->K;
+  pr.ldc = b->n_out;
+  pr.num_groups = c->G;
+  pr.groups = gd;
+  pr.error = b->error;
+  pr.timeout_ns = timeout_ns;
+  pr.num_sms = g_num_sms;
+  if (c->cfg == CFG_LARGE) {
+    if (c->dtype == HOP_BF16) return hop_plan_create<hop_large<HOP_BF16>>(&b->plan, &pr);
+    if (c->dtype == HOP_FP16) return hop_plan_create<hop_large<HOP_FP16>>(&b->plan, &pr);
+    return hop_plan_create<hop_large<HOP_TF32>>(&b->plan, &pr);
+  }
+  if (c->dtype == HOP_BF16) return hop_plan_create<hop_small<HOP_BF16>>(&b->plan, &pr);
+  if (c->dtype == HOP_FP16) return hop_plan_create<hop_small<HOP_FP16>>(&b->plan, &pr);
+  return hop_plan_create<hop_small<HOP_TF32>>(&b->plan, &pr);
+}
+
+/* The instantiations this program builds; anything else is refused. */
+#define RUN_IF(CFGID, CFGT, DT, ACT, OUT)                                         \
+  if (c->cfg == CFGID && c->dtype == DT && c->act == ACT && c->out == OUT)        \
+    return hop_launch<CFGT<DT>, ACT, OUT>(plan, st);
+static cudaError_t launch_case(const gcase *c, const hop_plan *plan, cudaStream_t st) {
+  RUN_IF(CFG_LARGE, hop_large, HOP_BF16, HOP_ACT_NONE, HOP_OUT_BF16)
+  RUN_IF(CFG_LARGE, hop_large, HOP_FP16, HOP_ACT_NONE, HOP_OUT_FP16)
+  RUN_IF(CFG_LARGE, hop_large, HOP_TF32, HOP_ACT_NONE, HOP_OUT_FP32)
+  RUN_IF(CFG_SMALL, hop_small, HOP_BF16, HOP_ACT_NONE, HOP_OUT_BF16)
+  RUN_IF(CFG_SMALL, hop_small, HOP_FP16, HOP_ACT_NONE, HOP_OUT_FP16)
+  RUN_IF(CFG_SMALL, hop_small, HOP_TF32, HOP_ACT_NONE, HOP_OUT_FP32)
+  RUN_IF(CFG_LARGE, hop_large, HOP_BF16, HOP_ACT_RELU, HOP_OUT_BF16)
+  RUN_IF(CFG_LARGE, hop_large, HOP_BF16, HOP_ACT_GELU_TANH, HOP_OUT_BF16)
+  RUN_IF(CFG_LARGE, hop_large, HOP_BF16, HOP_ACT_GELU_ERF, HOP_OUT_BF16)
+  RUN_IF(CFG_LARGE, hop_large, HOP_BF16, HOP_ACT_SILU, HOP_OUT_BF16)
+  RUN_IF(CFG_LARGE, hop_large, HOP_BF16, HOP_ACT_SWIGLU, HOP_OUT_BF16)
+  RUN_IF(CFG_LARGE, hop_large, HOP_BF16, HOP_ACT_NONE, HOP_OUT_FP32)
+  RUN_IF(CFG_SMALL, hop_small, HOP_BF16, HOP_ACT_SWIGLU, HOP_OUT_BF16)
+  return cudaErrorNotSupported;
+}
+#undef RUN_IF
+
+static void alloc_case(const gcase *c, gbufs *b) {
+  memset(b, 0, sizeof(*b));
+  const int es = in_esize(c->dtype), os = out_esize(c->out), bm = c->cfg == CFG_LARGE ? 128 : 64;
+  b->n_out = c->act == HOP_ACT_SWIGLU ? c->N / 2 : c->N;
+  int64_t t = 0, cr = GUARD, nready = 0;
+  for (int g = 0; g < c->G; g++) {
+    b->row_off[g] = t;
+    b->crow_off[g] = cr;
+    t += c->rows[g];
+    cr += c->rows[g] + GUARD;
+    nready += (c->rows[g] + bm - 1) / bm;
+  }
+  b->row_off[c->G] = t;
+  b->c_rows = cr;
+  const int64_t tot = t > 0 ? t : 1;
+  CUDA_CHECK(cudaMalloc(&b->A, tot * c->K * es));
+  CUDA_CHECK(cudaMalloc(&b->B, (int64_t)c->G * c->N * c->K * es));
+  CUDA_CHECK(cudaMalloc(&b->C, b->c_rows * b->n_out * os));
+  CUDA_CHECK(cudaMalloc(&b->scale, tot * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(&b->rowp, tot * sizeof(void *)));
+  CUDA_CHECK(cudaMalloc(&b->ready, (nready + 1) * sizeof(uint32_t)));
+  CUDA_CHECK(cudaMalloc(&b->error, sizeof(uint32_t)));
+  fill(b->A, c->dtype, (size_t)t * c->K, g_opt.seed * 2 + 1, SCALE_A);
+  fill(b->B, c->dtype, (size_t)c->G * c->N * c->K, g_opt.seed * 2 + 2, SCALE_B);
+  /* per-row scales, destinations; readiness (all satisfied except timeout_group) */
+  float *hs = (float *)malloc(tot * sizeof(float));
+  void **hp = (void **)malloc(tot * sizeof(void *));
+  uint32_t *hr = (uint32_t *)malloc((nready + 1) * sizeof(uint32_t));
+  int64_t ri = 0;
+  for (int g = 0; g < c->G; g++) {
+    for (int r = 0; r < c->rows[g]; r++) {
+      const int64_t row = b->row_off[g] + r;
+      hs[row] = row_scale_val(g_opt.seed, row);
+      hp[row] = (char *)b->C + (b->crow_off[g] + dest_row(c, g, r)) * b->n_out * os;
+    }
+    for (int m = 0; m < (c->rows[g] + bm - 1) / bm; m++) hr[ri++] = g == c->timeout_group ? 0u : 1u;
+  }
+  CUDA_CHECK(cudaMemcpy(b->scale, hs, tot * sizeof(float), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(b->rowp, hp, tot * sizeof(void *), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(b->ready, hr, (nready + 1) * sizeof(uint32_t), cudaMemcpyHostToDevice));
+  free(hs);
+  free(hp);
+  free(hr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+static void free_case(gbufs *b) {
+  hop_plan_destroy(&b->plan);
+  cudaFree(b->A);
+  cudaFree(b->B);
+  cudaFree(b->C);
+  if (b->Cref) cudaFree(b->Cref);
+  cudaFree(b->scale);
+  cudaFree(b->rowp);
+  cudaFree(b->ready);
+  cudaFree(b->error);
+}
+
+/* ---- CPU reference and comparison --------------------------------------------- */
+
+static float load_out(const void *p, int out, int64_t i) {
+  if (out == HOP_OUT_BF16) return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+  if (out == HOP_OUT_FP16) return __half2float(((const __half *)p)[i]);
+  return ((const float *)p)[i];
+}
+static int is_poison(const void *p, int out, int64_t i) {
+  if (out == HOP_OUT_FP32) return ((const uint32_t *)p)[i] == 0xFFFFFFFFu;
+  return ((const uint16_t *)p)[i] == 0xFFFF;
+}
+static double ref_act(int act, double x) {
+  switch (act) {
+    case HOP_ACT_RELU: return x > 0 ? x : 0;
+    case HOP_ACT_GELU_TANH: return 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    case HOP_ACT_GELU_ERF: return 0.5 * x * (1 + erf(x * 0.7071067811865476));
+    case HOP_ACT_SILU: return x / (1 + exp(-x));
+    default: return x;
+  }
+}
+
+struct check_ctx {
+  const gcase *c;
+  const gbufs *b;
+  const void *hC; /* host copy of the C buffer */
+  int g;          /* group being checked */
+  const float *Bf;/* that group's B [N x K] as floats */
+  const int *rows;/* rows of g to check */
+  int nrows;
+  double rtol;
+  /* results (atomics / first mismatch under lock) */
+  int64_t checked, bad;
+  pthread_mutex_t mu;
+  int printed;
+};
+
+static void gen_b_chunk(int i, void *arg) {
+  check_ctx *x = (check_ctx *)arg;
+  const int64_t per = (int64_t)x->c->K * 64; /* 64 rows of B per chunk */
+  const int64_t n = (int64_t)x->c->N * x->c->K, base = (int64_t)x->g * n;
+  float *Bf = (float *)x->Bf;
+  for (int64_t j = i * per; j < (i + 1) * per && j < n; j++) Bf[j] = gen_val(g_opt.seed * 2 + 2, base + j, SCALE_B);
+}
+
+static void check_row(int i, void *arg) {
+  check_ctx *x = (check_ctx *)arg;
+  const gcase *c = x->c;
+  const gbufs *b = x->b;
+  const int g = x->g, r = x->rows[i], K = c->K;
+  const int64_t arow = b->row_off[g] + r;
+  float *a = (float *)malloc(sizeof(float) * K);
+  for (int k = 0; k < K; k++) a[k] = gen_val(g_opt.seed * 2 + 1, arow * K + k, SCALE_A);
+  const double scale = c->row_scale ? row_scale_val(g_opt.seed, arow) : 1.0;
+  const int64_t crow = b->crow_off[g] + dest_row(c, g, r);
+  int64_t bad = 0;
+  for (int oc = 0; oc < b->n_out; oc++) {
+    double ref, tol;
+    int n0 = oc;
+    if (c->act == HOP_ACT_SWIGLU) n0 = (oc / HOP_SWIGLU_BLOCK) * 2 * HOP_SWIGLU_BLOCK + oc % HOP_SWIGLU_BLOCK;
+    double acc[2] = {0, 0}, mag[2] = {0, 0};
+    for (int part = 0; part < (c->act == HOP_ACT_SWIGLU ? 2 : 1); part++) {
+      const float *brow = x->Bf + (int64_t)(n0 + part * HOP_SWIGLU_BLOCK) * K;
+      double s0 = 0, s1 = 0, s2 = 0, s3 = 0, m0 = 0, m1 = 0;
+      int k = 0;
+      for (; k + 4 <= K; k += 4) {
+        const double p0 = (double)a[k] * brow[k], p1 = (double)a[k + 1] * brow[k + 1];
+        const double p2 = (double)a[k + 2] * brow[k + 2], p3 = (double)a[k + 3] * brow[k + 3];
+        s0 += p0; s1 += p1; s2 += p2; s3 += p3;
+        m0 += fabs(p0) + fabs(p1);
+        m1 += fabs(p2) + fabs(p3);
+      }
+      for (; k < K; k++) {
+        const double p = (double)a[k] * brow[k];
+        s0 += p;
+        m0 += fabs(p);
+      }
+      acc[part] = (s0 + s1) + (s2 + s3);
+      mag[part] = m0 + m1;
+    }
+    const double eps_acc = 1.0 / 16384; /* 2^-14 */
+    if (c->act == HOP_ACT_SWIGLU) {
+      const double sg = acc[0] / (1 + exp(-acc[0]));
+      ref = sg * acc[1] * scale;
+      tol = eps_acc * (mag[0] * 1.1 * fabs(acc[1]) + mag[1] * fabs(sg)) * scale;
+    } else {
+      ref = ref_act(c->act, acc[0]) * scale;
+      tol = eps_acc * mag[0] * 1.1 * scale;
+    }
+    tol += x->rtol * fabs(ref) + 1e-30;
+    const double got = load_out(x->hC, c->out, crow * b->n_out + oc);
+    const int poisoned = is_poison(x->hC, c->out, crow * b->n_out + oc);
+    if (poisoned || !(fabs(got - ref) <= tol)) {
+      bad++;
+      pthread_mutex_lock(&x->mu);
+      if (x->printed < 8) {
+        x->printed++;
+        printf("    MISMATCH group %d row %d col %d: got %.6g%s expected %.6g (tol %.3g)\n", g, r, oc, got,
+               poisoned ? " (never written)" : "", ref, tol);
+      }
+      pthread_mutex_unlock(&x->mu);
+    }
+  }
+  free(a);
+  __atomic_fetch_add(&x->checked, (int64_t)b->n_out, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&x->bad, bad, __ATOMIC_RELAXED);
+}
+
+/* Rows of a group to check: all, or `edge` at each end plus `rand_rows` random. */
+static int pick_rows(const gcase *c, int g, int *out, uint32_t seed) {
+  const int R = c->rows[g];
+  if (c->edge == 0 || R <= 2 * c->edge + c->rand_rows) {
+    for (int r = 0; r < R; r++) out[r] = r;
+    return R;
+  }
+  int n = 0;
+  for (int r = 0; r < c->edge; r++) out[n++] = r;
+  for (int r = R - c->edge; r < R; r++) out[n++] = r;
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + g;
+  for (int i = 0; i < c->rand_rows; i++) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    out[n++] = c->edge + (int)((s >> 33) % (uint64_t)(R - 2 * c->edge));
+  }
+  return n;
+}
+
+/* Check the engine's output of case c (in b->C) against the CPU. Returns
+ * the number of bad elements (guards and expectations of the timeout
+ * case included). */
+static int64_t check_case(const gcase *c, gbufs *b, uint32_t err_word) {
+  const int os = out_esize(c->out);
+  const int64_t celems = b->c_rows * b->n_out;
+  void *hC = malloc(celems * os);
+  CUDA_CHECK(cudaMemcpy(hC, b->C, celems * os, cudaMemcpyDeviceToHost));
+  int64_t bad = 0, checked = 0;
+  /* guards: rows that belong to no group must still be poisoned */
+  for (int g = 0; g <= c->G; g++) {
+    const int64_t r0 = g == 0 ? 0 : b->crow_off[g - 1] + c->rows[g - 1];
+    for (int64_t r = r0; r < r0 + GUARD; r++)
+      for (int j = 0; j < b->n_out; j++)
+        if (!is_poison(hC, c->out, r * b->n_out + j)) {
+          if (bad < 4) printf("    GUARD row %lld col %d written (after group %d)\n", (long long)r, j, g - 1);
+          bad++;
+        }
+  }
+  if (c->timeout_group >= 0 && !(err_word & HOP_ERR_TIMEOUT)) {
+    printf("    expected HOP_ERR_TIMEOUT, error word = %u\n", err_word);
+    bad++;
+  }
+  if (c->timeout_group < 0 && err_word) {
+    printf("    unexpected error word %u\n", err_word);
+    bad++;
+  }
+  check_ctx x;
+  memset(&x, 0, sizeof(x));
+  x.c = c;
+  x.b = b;
+  x.hC = hC;
+  x.rtol = c->out == HOP_OUT_BF16 ? 1e-2 : c->out == HOP_OUT_FP16 ? 2e-3 : 5e-3;
+  pthread_mutex_init(&x.mu, NULL);
+  float *Bf = (float *)malloc(sizeof(float) * (size_t)c->N * c->K);
+  int max_rows = 1;
+  for (int g = 0; g < c->G; g++) max_rows = c->rows[g] > max_rows ? c->rows[g] : max_rows;
+  int *rows = (int *)malloc(sizeof(int) * (max_rows + 2 * c->edge + c->rand_rows));
+  for (int g = 0; g < c->G; g++) {
+    if (c->rows[g] == 0) continue;
+    if (g == c->timeout_group) { /* skipped task: its rows must be untouched */
+      for (int r = 0; r < c->rows[g]; r++)
+        for (int j = 0; j < b->n_out; j++)
+          if (!is_poison(hC, c->out, (b->crow_off[g] + r) * b->n_out + j)) {
+            if (bad < 4) printf("    timed-out group %d row %d written\n", g, r);
+            bad++;
+          }
+      continue;
+    }
+    x.g = g;
+    x.Bf = Bf;
+    parallel_for((c->N + 63) / 64, gen_b_chunk, &x);
+    x.nrows = pick_rows(c, g, rows, g_opt.seed);
+    x.rows = rows;
+    parallel_for(x.nrows, check_row, &x);
+  }
+  bad += x.bad;
+  checked = x.checked;
+  printf("  %-58s %s (%lld elements checked, %lld bad)\n", c->name, bad ? "FAIL" : "ok", (long long)checked,
+         (long long)bad);
+  free(rows);
+  free(Bf);
+  free(hC);
+  return bad;
+}
+
+/* Poison, run once, sync, check. */
+static int64_t run_and_check(const gcase *c, gbufs *b) {
+  CUDA_CHECK(cudaMemset(b->C, 0xFF, b->c_rows * b->n_out * out_esize(c->out)));
+  CUDA_CHECK(cudaMemset(b->error, 0, sizeof(uint32_t)));
+  cudaError_t e = launch_case(c, &b->plan, 0);
+  if (e != cudaSuccess) {
+    printf("  %-58s LAUNCH FAILED: %s\n", c->name, cudaGetErrorString(e));
+    return 1;
+  }
+  e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) {
+    printf("  %-58s KERNEL FAILED: %s\n", c->name, cudaGetErrorString(e));
+    exit(1); /* the context is gone */
+  }
+  uint32_t err = 0;
+  CUDA_CHECK(cudaMemcpy(&err, b->error, sizeof(err), cudaMemcpyDeviceToHost));
+  return check_case(c, b, err);
+}
+
+/* ---- timing ------------------------------------------------------------------- */
+
+static int cmp_float(const void *a, const void *b) {
+  const float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void cublas_case(const gcase *c, gbufs *b) {
+  const int es = in_esize(c->dtype);
+  const cudaDataType_t t = c->dtype == HOP_BF16 ? CUDA_R_16BF : c->dtype == HOP_FP16 ? CUDA_R_16F : CUDA_R_32F;
+  const cudaDataType_t ot = c->out == HOP_OUT_BF16 ? CUDA_R_16BF : c->out == HOP_OUT_FP16 ? CUDA_R_16F : CUDA_R_32F;
+  const cublasComputeType_t ct = c->dtype == HOP_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const float one = 1.f, zero = 0.f;
+  for (int g = 0; g < c->G; g++) {
+    if (c->rows[g] == 0) continue;
+    /* column-major view: C^T [N x rows] = B^T(op T of [K x N]) * A^T ([K x rows]) */
+    CUBLAS_CHECK(cublasGemmEx(g_cublas, CUBLAS_OP_T, CUBLAS_OP_N, c->N, c->rows[g], c->K, &one,
+                              (const char *)b->B + (int64_t)g * c->N * c->K * es, t, c->K,
+                              (const char *)b->A + b->row_off[g] * c->K * es, t, c->K, &zero,
+                              (char *)b->Cref + b->row_off[g] * c->N * out_esize(c->out), ot, c->N, ct,
+                              CUBLAS_GEMM_DEFAULT));
+  }
+}
+
+/* Median ms of `iters` runs of engine (which = 0) or cuBLAS (1), each after an L2 flush. */
+static float time_case(const gcase *c, gbufs *b, int which) {
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  const int iters = g_opt.iters;
+  float *ms = (float *)malloc(sizeof(float) * iters);
+  for (int i = -2; i < iters; i++) {
+    CUDA_CHECK(cudaMemsetAsync(g_flush, i & 0xFF, g_flush_bytes, 0));
+    CUDA_CHECK(cudaEventRecord(e0, 0));
+    if (which == 0) CUDA_CHECK(launch_case(c, &b->plan, 0));
+    else cublas_case(c, b);
+    CUDA_CHECK(cudaEventRecord(e1, 0));
+    CUDA_CHECK(cudaEventSynchronize(e1));
+    if (i >= 0) CUDA_CHECK(cudaEventElapsedTime(&ms[i], e0, e1));
+  }
+  qsort(ms, iters, sizeof(float), cmp_float);
+  const float med = ms[iters / 2];
+  free(ms);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return med;
+}
+
+static void report_case(const gcase *c, gbufs *b) {
+  const int64_t tot = b->row_off[c->G];
+  int active = 0;
+  for (int g = 0; g < c->G; g++) active += c->rows[g] > 0;
+  const double flops = 2.0 * tot * c->N * c->K;
+  const double bytes = (double)tot * c->K * in_esize(c->dtype) + (double)active * c->N * c->K * in_esize(c->dtype) +
+                       (double)tot * b->n_out * out_esize(c->out);
+  CUDA_CHECK(cudaMalloc(&b->Cref, tot * c->N * out_esize(c->out) + 16));
+  const float te = time_case(c, b, 0);
+  const float tc = time_case(c, b, 1);
+  printf("  %-40s %-7s engine %8.3f ms %7.1f TFLOP/s %7.0f GB/s | cuBLAS %8.3f ms %7.1f TFLOP/s | engine/cuBLAS speed %.2f\n",
+         c->name, c->cfg == CFG_LARGE ? "128x256" : "64x128", te, flops / te * 1e-9, bytes / te * 1e-6, tc, flops / tc * 1e-9, tc / te);
+  fflush(stdout);
+}
+
+/* ---- cases -------------------------------------------------------------------- */
+
+static gcase make_case(const char *name, int dtype, int cfg, int act, int out, int G, const int *rows, int N,
+                       int K) {
+  gcase c;
+  memset(&c, 0, sizeof(c));
+  snprintf(c.name, sizeof(c.name), "%s %s %s", name, dtype_name(dtype), act_name(act));
+  c.dtype = dtype;
+  c.cfg = cfg;
+  c.act = act;
+  c.out = out;
+  c.G = G;
+  for (int g = 0; g < G; g++) c.rows[g] = rows[g];
+  c.N = N;
+  c.K = K;
+  c.timeout_group = -1;
+  c.shape = -1;
+  return c;
+}
+static int out_of(int dtype) { return dtype == HOP_BF16 ? HOP_OUT_BF16 : dtype == HOP_FP16 ? HOP_OUT_FP16 : HOP_OUT_FP32; }
+
+static int want_dtype(int d) { return g_opt.dtype < 0 || g_opt.dtype == d; }
+static int want_shape(int s) { return g_opt.shape < 0 || g_opt.shape == s; }
+
+/* Correctness-only cases for one dtype (irregular sizes, epilogues, gating). */
+static int correctness_cases(int dt, gcase *v) {
+  int n = 0;
+  const int o = out_of(dt);
+  static const int r1[] = {256}, r2[] = {300}, r3[] = {1, 63, 65, 127, 0, 128, 129, 300};
+  static const int r4[] = {1, 16, 63, 64, 0, 17, 40, 64}, r5[] = {65, 130, 64}, r6[] = {100, 37};
+  v[n++] = make_case("dense 256x512x576", dt, CFG_LARGE, HOP_ACT_NONE, o, 1, r1, 512, 576);
+  v[n++] = make_case("dense 300x264x200 (K%64!=0, N%256!=0)", dt, CFG_LARGE, HOP_ACT_NONE, o, 1, r2, 264, 200);
+  v[n++] = make_case("grouped {1,63,65,127,0,128,129,300}x512x2880", dt, CFG_LARGE, HOP_ACT_NONE, o, 8, r3, 512, 2880);
+  v[n++] = make_case("small-M {1,16,63,64,0,17,40,64}x384x1000", dt, CFG_SMALL, HOP_ACT_NONE, o, 8, r4, 384, 1000);
+  if (g_opt.quick && dt != HOP_BF16) return n;
+  gcase t = make_case("gated: group 1 never ready -> timeout", dt, CFG_LARGE, HOP_ACT_NONE, o, 3, r5, 256, 128);
+  t.timeout_group = 1;
+  v[n++] = t;
+  if (dt != HOP_BF16) return n;
+  static const int acts[] = {HOP_ACT_RELU, HOP_ACT_GELU_TANH, HOP_ACT_GELU_ERF, HOP_ACT_SILU, HOP_ACT_SWIGLU};
+  for (int i = 0; i < 5; i++) v[n++] = make_case("grouped {65,130,64}x512x320", dt, CFG_LARGE, acts[i], o, 3, r5, 512, 320);
+  v[n++] = make_case("small-M {1,16,63,64,0,17,40,64}x384x1000", dt, CFG_SMALL, HOP_ACT_SWIGLU, o, 8, r4, 384, 1000);
+  gcase s = make_case("row_ptr+row_scale {100,37}x256x192", dt, CFG_LARGE, HOP_ACT_NONE, o, 2, r6, 256, 192);
+  s.row_ptr = s.row_scale = 1;
+  v[n++] = s;
+  v[n++] = make_case("fp32 out {65,130,64}x512x320", dt, CFG_LARGE, HOP_ACT_NONE, HOP_OUT_FP32, 3, r5, 512, 320);
+  return n;
+}
+
+/* The benchmark shapes for one dtype. */
+static int bench_cases(int dt, gcase *v) {
+  int n = 0;
+  const int o = out_of(dt);
+  if (want_shape(0)) {
+    static const int r[] = {8192};
+    gcase c = make_case("dense 8192x8192x8192", dt, CFG_LARGE, HOP_ACT_NONE, o, 1, r, 8192, 8192);
+    c.edge = 16;
+    c.rand_rows = 224; /* 256 rows of 8192 against the CPU */
+    c.shape = 0;
+    v[n++] = c;
+  }
+  if (want_shape(1)) {
+    static const int ks[] = {2048, 1536, 768};
+    static const int gs[][2] = {{4, 8192}, {4, 2048}, {16, 8192}, {128, 512}};
+    for (int gi = 0; gi < 4; gi++)
+      for (int ki = 0; ki < 3; ki++) {
+        if (g_opt.quick && (ki > 0 || gi > 1)) continue;
+        int rows[MAX_GROUPS];
+        for (int g = 0; g < gs[gi][0]; g++) rows[g] = gs[gi][1];
+        char nm[64];
+        snprintf(nm, sizeof(nm), "grouped %dx%d x2048x%d", gs[gi][0], gs[gi][1], ks[ki]);
+        gcase c = make_case(nm, dt, CFG_LARGE, HOP_ACT_NONE, o, gs[gi][0], rows, 2048, ks[ki]);
+        c.edge = 16;
+        c.rand_rows = 32;
+        c.shape = 1;
+        v[n++] = c;
+      }
+  }
+  if (want_shape(2)) {
+    static const int ms[] = {16, 64, 256};
+    for (int mi = 0; mi < 3; mi++) {
+      if (g_opt.quick && mi != 1) continue;
+      int rows[8];
+      for (int g = 0; g < 8; g++) rows[g] = ms[mi];
+      char nm[64];
+      snprintf(nm, sizeof(nm), "small-M 8x%d x2048x2048", ms[mi]);
+      /* <= 64 rows: 64x128 tiles (128 tasks); 256 rows: 128x256 tiles (128 tasks) */
+      gcase c = make_case(nm, dt, ms[mi] <= 64 ? CFG_SMALL : CFG_LARGE, HOP_ACT_NONE, o, 8, rows, 2048, 2048);
+      c.shape = 2;
+      v[n++] = c;
+    }
+  }
+  return n;
+}
+
+/* ---- --debug: tiny problems with known inputs ------------------------------------- */
+
+static int debug_one(int dt, int cfg, int M, int N, int K, int pattern) {
+  const int es = in_esize(dt), o = out_of(dt), os = out_esize(o);
+  float *a = (float *)malloc(sizeof(float) * M * K), *bb = (float *)malloc(sizeof(float) * N * K);
+  for (int i = 0; i < M; i++)
+    for (int k = 0; k < K; k++)
+      a[i * K + k] = pattern == 0 ? (k == i % K ? 1.f : 0.f) : (float)((i * 3 + k * 5) % 7 - 3);
+  for (int n = 0; n < N; n++)
+    for (int k = 0; k < K; k++)
+      bb[n * K + k] = pattern == 0 ? (float)((n % 16) * 16 + k % 16) : (float)((n * 5 + k * 3) % 9 - 4) / 4;
+  void *ha = malloc((size_t)M * K * es), *hb = malloc((size_t)N * K * es);
+  for (int64_t i = 0; i < (int64_t)M * K; i++) {
+    if (dt == HOP_BF16) ((__nv_bfloat16 *)ha)[i] = __float2bfloat16(a[i]);
+    else if (dt == HOP_FP16) ((__half *)ha)[i] = __float2half(a[i]);
+    else ((float *)ha)[i] = a[i];
+  }
+  for (int64_t i = 0; i < (int64_t)N * K; i++) {
+    if (dt == HOP_BF16) ((__nv_bfloat16 *)hb)[i] = __float2bfloat16(bb[i]);
+    else if (dt == HOP_FP16) ((__half *)hb)[i] = __float2half(bb[i]);
+    else ((float *)hb)[i] = bb[i];
+  }
+  gcase c = make_case("debug", dt, cfg, HOP_ACT_NONE, o, 1, &M, N, K);
+  gbufs b;
+  alloc_case(&c, &b); /* random fill, then overwritten with the pattern */
+  CUDA_CHECK(cudaMemcpy(b.A, ha, (size_t)M * K * es, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(b.B, hb, (size_t)N * K * es, cudaMemcpyHostToDevice));
+  CUDA_CHECK(plan_case(&c, &b, 1000000000ull));
+  CUDA_CHECK(cudaMemset(b.C, 0xFF, b.c_rows * b.n_out * os));
+  CUDA_CHECK(cudaMemset(b.error, 0, 4));
+  CUDA_CHECK(launch_case(&c, &b.plan, 0));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  uint32_t err;
+  CUDA_CHECK(cudaMemcpy(&err, b.error, 4, cudaMemcpyDeviceToHost));
+  void *hc = malloc(b.c_rows * b.n_out * os);
+  CUDA_CHECK(cudaMemcpy(hc, b.C, b.c_rows * b.n_out * os, cudaMemcpyDeviceToHost));
+  printf("debug %s %s %dx%dx%d pattern %d (%s): grid %d, smem %d B, error word %u\n", dtype_name(dt),
+         cfg == CFG_LARGE ? "large 128x256" : "small 64x128", M, N, K, pattern,
+         pattern == 0 ? "A = identity rows, C[i][n] = (n%16)*16 + i%16 for K=64" : "small integers",
+         b.plan.grid, b.plan.smem_bytes, err);
+  int bad = 0;
+  for (int i = 0; i < M; i++)
+    for (int n = 0; n < N; n++) {
+      double ref = 0;
+      for (int k = 0; k < K; k++) ref += (double)a[i * K + k] * bb[n * K + k];
+      const float got = load_out(hc, o, (GUARD + i) * (int64_t)b.n_out + n);
+      if (fabs(got - ref) > 1e-2 * fabs(ref) + 1e-3 || got != got) {
+        if (bad < 16)
+          printf("  mismatch C[%d][%d]: got %g expected %g%s\n", i, n, got, ref,
+                 pattern == 0 && got == got && got >= 0 && got < 256
+                     ? "  (got decodes to n%16, k%16 below)" : "");
+        if (bad < 16 && pattern == 0 && got == got && got >= 0 && got < 256)
+          printf("      got = B[n'%%16=%d][k'%%16=%d]: row %d/col %d should hold B[%d][%d]\n", (int)got / 16,
+                 (int)got % 16, i, n, n % 16, i % 16);
+        bad++;
+      }
+    }
+  printf("  top-left 8x8 of C (got/expected):\n");
+  for (int i = 0; i < 8 && i < M; i++) {
+    printf("   ");
+    for (int n = 0; n < 8 && n < N; n++) {
+      double ref = 0;
+      for (int k = 0; k < K; k++) ref += (double)a[i * K + k] * bb[n * K + k];
+      printf(" %6g/%-6g", load_out(hc, o, (GUARD + i) * (int64_t)b.n_out + n), ref);
+    }
+    printf("\n");
+  }
+  printf("  %s: %d of %d elements wrong\n", bad ? "FAIL" : "ok", bad, M * N);
+  free(a);
+  free(bb);
+  free(ha);
+  free(hb);
+  free(hc);
+  free_case(&b);
+  return bad;
+}
+
+/* ---- main ----------------------------------------------------------------------- */
+
+static void usage(void) {
+  printf("usage: gemm [--debug] [--check-only] [--quick] [--dtype bf16|fp16|tf32] "
+         "[--shape dense|grouped|smallm] [--iters N] [--seed S] [--threads T]\n");
+}
+
+int main(int argc, char **argv) {
+  g_opt.dtype = -1;
+  g_opt.shape = -1;
+  g_opt.iters = 10;
+  g_opt.seed = 1234;
+  g_opt.threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  for (int i = 1; i < argc; i++) {
+    const char *s = argv[i];
+    if (!strcmp(s, "--check-only")) g_opt.check_only = 1;
+    else if (!strcmp(s, "--quick")) g_opt.quick = 1;
+    else if (!strcmp(s, "--debug")) g_opt.debug = 1;
+    else if (!strcmp(s, "--dtype") && i + 1 < argc) {
+      const char *d = argv[++i];
+      g_opt.dtype = !strcmp(d, "bf16") ? HOP_BF16 : !strcmp(d, "fp16") ? HOP_FP16 : !strcmp(d, "tf32") ? HOP_TF32 : -2;
+    } else if (!strcmp(s, "--shape") && i + 1 < argc) {
+      const char *d = argv[++i];
+      g_opt.shape = !strcmp(d, "dense") ? 0 : !strcmp(d, "grouped") ? 1 : !strcmp(d, "smallm") ? 2 : -2;
+    } else if (!strcmp(s, "--iters") && i + 1 < argc) g_opt.iters = atoi(argv[++i]);
+    else if (!strcmp(s, "--seed") && i + 1 < argc) g_opt.seed = (uint32_t)atoi(argv[++i]);
+    else if (!strcmp(s, "--threads") && i + 1 < argc) g_opt.threads = atoi(argv[++i]);
+    else {
+      usage();
+      return 2;
+    }
+  }
+  if (g_opt.dtype == -2 || g_opt.shape == -2 || g_opt.iters < 1 || g_opt.threads < 1) {
+    usage();
+    return 2;
+  }
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  if (prop.major != 9 || prop.minor != 0) {
+    printf("skip: needs compute capability 9.0 (H100/H200), found %d.%d (%s)\n", prop.major, prop.minor, prop.name);
+    return 0;
+  }
+  g_num_sms = prop.multiProcessorCount;
+  g_l2_bytes = prop.l2CacheSize;
+  printf("device %s: %d SMs, L2 %d MB, %zu KB smem/block opt-in; CPU reference on %d threads, seed %u\n", prop.name,
+         g_num_sms, g_l2_bytes >> 20, prop.sharedMemPerBlockOptin >> 10, g_opt.threads, g_opt.seed);
+
+  if (g_opt.debug) {
+    int bad = 0;
+    bad += debug_one(HOP_BF16, CFG_SMALL, 64, 64, 64, 0);
+    bad += debug_one(HOP_BF16, CFG_LARGE, 128, 256, 64, 0);
+    bad += debug_one(HOP_BF16, CFG_LARGE, 128, 256, 192, 1);
+    bad += debug_one(HOP_TF32, CFG_LARGE, 128, 256, 64, 0);
+    bad += debug_one(HOP_FP16, CFG_SMALL, 64, 128, 128, 1);
+    printf(bad ? "debug: MISMATCHES\n" : "debug: all results match\n");
+    return bad ? 1 : 0;
+  }
+
+  /* 1. correctness of every case and every timed shape */
+  static gcase cases[512];
+  int nc = 0;
+  for (int dt = 0; dt < 3; dt++) {
+    if (!want_dtype(dt)) continue;
+    nc += correctness_cases(dt, cases + nc);
+  }
+  const int first_bench = nc;
+  for (int dt = 0; dt < 3; dt++) {
+    if (!want_dtype(dt)) continue;
+    nc += bench_cases(dt, cases + nc);
+  }
+  printf("correctness (%d cases; timed shapes checked on sampled rows):\n", nc);
+  int64_t bad = 0;
+  for (int i = 0; i < nc; i++) {
+    gbufs b;
+    alloc_case(&cases[i], &b);
+    cudaError_t e = plan_case(&cases[i], &b, cases[i].timeout_group >= 0 ? 200000ull : 2000000000ull);
+    if (e != cudaSuccess) {
+      printf("  %-58s PLAN FAILED: %s\n", cases[i].name, cudaGetErrorString(e));
+      bad++;
+    } else {
+      bad += run_and_check(&cases[i], &b);
+    }
+    free_case(&b);
+  }
+  if (bad) {
+    printf("MISMATCHES: %lld bad elements; no timing\n", (long long)bad);
+    return 1;
+  }
+  printf("all results match\n");
+  if (g_opt.check_only) return 0;
+
+  /* 2. timings */
+  CUBLAS_CHECK(cublasCreate(&g_cublas));
+  g_flush_bytes = (size_t)g_l2_bytes * 2;
+  CUDA_CHECK(cudaMalloc(&g_flush, g_flush_bytes));
+  printf("timing (median of %d, L2 flushed before each run; GB/s counts A + B + C once):\n", g_opt.iters);
+  for (int i = first_bench; i < nc; i++) {
+    gbufs b;
+    alloc_case(&cases[i], &b);
+    CUDA_CHECK(plan_case(&cases[i], &b, 2000000000ull));
+    report_case(&cases[i], &b);
+    free_case(&b);
+  }
+  cublasDestroy(g_cublas);
+  cudaFree(g_flush);
+  return 0;
+}

@@ -1,0 +1,224 @@
+/*
+ * Host side of the Hopper tile engine (hopper.cuh): tensor maps, the group
+ * table, the launch. Include from a .cu file compiled for sm_90a.
+ *
+ *   hop_problem  what the caller describes (host memory)
+ *   hop_plan     device resources built from it once (group table, tensor
+ *                maps) and reused by every launch of the same problem
+ *
+ *   hop_plan plan;
+ *   hop_plan_create<hop_large<HOP_BF16>>(&plan, &problem);      // allocates
+ *   hop_launch<hop_large<HOP_BF16>, HOP_ACT_NONE, HOP_OUT_BF16>(&plan, stream);
+ *   hop_plan_destroy(&plan);
+ *
+ * Tensor maps are encoded with cuTensorMapEncodeTiled fetched through
+ * cudaGetDriverEntryPointByVersion, so nothing links libcuda.
+ * Errors come back as cudaError_t (cudaErrorInvalidValue for a problem the
+ * engine does not take); nothing here exits.
+ */
+#ifndef LOOM_TILE_HOPPER_HOST_CUH
+#define LOOM_TILE_HOPPER_HOST_CUH
+
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h> /* PFN_cuTensorMapEncodeTiled_v12000 */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hopper.cuh"
+
+/* One group as the caller sees it (host memory). Pointers are device pointers. */
+struct hop_group_desc {
+  const void *a;          /* first A row of this group; [rows x K], pitch lda elements */
+  int64_t lda;            /* >= K; lda * element size must be a multiple of 16 bytes */
+  int rows;               /* M_g >= 0 (0: no tasks, no map)                          */
+  const void *b;          /* weights [N x K], pitch ldb elements (same rules as lda)  */
+  int64_t ldb;
+  void *c;                /* output [rows x n_out], pitch hop_problem.ldc; or NULL with row_ptr */
+  void *const *row_ptr;   /* optional, device array of rows pointers                  */
+  const float *row_scale; /* optional, device array of rows scales                    */
+  const uint32_t *ready;  /* optional readiness counters (see hop_group)              */
+  uint32_t ready_target;
+  int ready_stride;
+};
+
+struct hop_problem {
+  int dtype;          /* hop_dtype of A and B; must match the CFG's           */
+  int act;            /* hop_act the launch will use (n_out = N/2 for SwiGLU) */
+  int n, k;           /* N (rows of every B), K                                */
+  int ldc;            /* output pitch in elements (>= n_out, even)             */
+  int num_groups;     /* >= 1; 1 = dense (maps go in the kernel parameter)    */
+  const hop_group_desc *groups;
+  uint32_t *error;    /* device word for HOP_ERR_* bits, or NULL              */
+  uint64_t timeout_ns;/* bound of each readiness wait                          */
+  int num_sms;        /* grid cap: the device's multiprocessor count           */
+  int raster_m;       /* m-blocks per raster band; 0 = 16                      */
+};
+
+struct hop_plan {
+  hop_params params;      /* the kernel argument                        */
+  hop_group *d_groups;    /* device group table (num_groups entries)    */
+  CUtensorMap *d_maps;    /* device maps (grouped only), 2 per group    */
+  int grid;               /* blocks to launch: min(num_sms, tiles)      */
+  int smem_bytes;         /* dynamic shared memory per block            */
+};
+
+typedef PFN_cuTensorMapEncodeTiled_v12000 hop_encode_fn;
+
+static cudaError_t hop_get_encode(hop_encode_fn *fn) {
+  static hop_encode_fn cached = NULL;
+  if (!cached) {
+    void *f = NULL;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000,
+                                                     cudaEnableDefault, &q);
+    if (e != cudaSuccess) return e;
+    if (q != cudaDriverEntryPointSuccess || !f) return cudaErrorSymbolNotFound;
+    cached = (hop_encode_fn)f;
+  }
+  *fn = cached;
+  return cudaSuccess;
+}
+
+/* Map over a row-major [rows x k] matrix (pitch ld elements): box of box_k
+ * (= 128 bytes) x box_rows, 128-byte swizzle, out-of-bounds zero fill. */
+static cudaError_t hop_make_map(CUtensorMap *map, int dtype, const void *base, uint64_t rows,
+                                uint64_t k, uint64_t ld, uint32_t box_k, uint32_t box_rows) {
+  hop_encode_fn encode;
+  cudaError_t e = hop_get_encode(&encode);
+  if (e != cudaSuccess) return e;
+  const uint64_t esize = dtype == HOP_TF32 ? 4 : 2;
+  const CUtensorMapDataType t = dtype == HOP_BF16   ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                : dtype == HOP_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                    : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  if (((uintptr_t)base & 15) || (ld * esize) % 16 || rows == 0 || k == 0) return cudaErrorInvalidValue;
+  const cuuint64_t dims[2] = {k, rows};
+  const cuuint64_t strides[1] = {ld * esize};
+  const cuuint32_t box[2] = {box_k, box_rows};
+  const cuuint32_t estr[2] = {1, 1};
+  CUresult r = encode(map, t, 2, (void *)base, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+static void hop_plan_destroy(hop_plan *plan) {
+  if (plan->d_groups) cudaFree(plan->d_groups);
+  if (plan->d_maps) cudaFree(plan->d_maps);
+  plan->d_groups = NULL;
+  plan->d_maps = NULL;
+}
+
+/* Validate `pr` for configuration CFG and build the plan (synchronous
+ * allocations and copies: do it once, outside the timed path). */
+template <class CFG> static cudaError_t hop_plan_create(hop_plan *plan, const hop_problem *pr) {
+  cudaError_t e = cudaSuccess;
+  hop_group *hg = NULL;
+  CUtensorMap *maps = NULL;
+  const int G = pr->num_groups;
+  memset(plan, 0, sizeof(*plan));
+  /* ---- validate ---- */
+  if (pr->dtype != CFG::dtype || G < 1 || !pr->groups || pr->num_sms < 1) return cudaErrorInvalidValue;
+  if (pr->n < 8 || pr->n % 8 || pr->k < 8 || pr->k % 8) return cudaErrorInvalidValue;
+  if (pr->act == HOP_ACT_SWIGLU && pr->n % (2 * HOP_SWIGLU_BLOCK)) return cudaErrorInvalidValue;
+  {
+    const int n_out = pr->act == HOP_ACT_SWIGLU ? pr->n / 2 : pr->n;
+    if (pr->ldc % 2 || pr->ldc < n_out) return cudaErrorInvalidValue;
+  }
+  for (int g = 0; g < G; g++) {
+    const hop_group_desc *d = &pr->groups[g];
+    if (d->rows < 0) return cudaErrorInvalidValue;
+    if (d->rows == 0) continue;
+    if (!d->a || !d->b || (!d->c && !d->row_ptr) || d->lda < pr->k || d->ldb < pr->k)
+      return cudaErrorInvalidValue;
+  }
+  /* ---- group table and maps ---- */
+  hg = (hop_group *)calloc(G, sizeof(hop_group));
+  maps = (CUtensorMap *)aligned_alloc(64, sizeof(CUtensorMap) * 2 * G);
+  if (!hg || !maps) {
+    e = cudaErrorMemoryAllocation;
+    goto fail;
+  }
+  memset(maps, 0, sizeof(CUtensorMap) * 2 * G);
+  {
+    const int n_tiles = (pr->n + CFG::BN - 1) / CFG::BN;
+    int64_t tiles = 0;
+    for (int g = 0; g < G; g++) {
+      const hop_group_desc *d = &pr->groups[g];
+      hg[g].rows = d->rows;
+      hg[g].tile_begin = (int32_t)tiles;
+      hg[g].c = d->c;
+      hg[g].row_ptr = d->row_ptr;
+      hg[g].row_scale = d->row_scale;
+      hg[g].ready = d->ready;
+      hg[g].ready_target = d->ready_target;
+      hg[g].ready_stride = d->ready_stride;
+      if (d->rows == 0) continue;
+      tiles += (int64_t)((d->rows + CFG::BM - 1) / CFG::BM) * n_tiles;
+      e = hop_make_map(&maps[2 * g], pr->dtype, d->a, d->rows, pr->k, d->lda, CFG::BK, CFG::BM);
+      if (e != cudaSuccess) goto fail;
+      e = hop_make_map(&maps[2 * g + 1], pr->dtype, d->b, pr->n, pr->k, d->ldb, CFG::BK, CFG::BN);
+      if (e != cudaSuccess) goto fail;
+    }
+    if (tiles > INT32_MAX) {
+      e = cudaErrorInvalidValue;
+      goto fail;
+    }
+    hop_params *p = &plan->params;
+    p->num_groups = G;
+    p->total_tiles = (int32_t)tiles;
+    p->n_tiles = n_tiles;
+    p->raster_m = pr->raster_m > 0 ? pr->raster_m : 16;
+    p->n = pr->n;
+    p->k = pr->k;
+    p->n_out = pr->act == HOP_ACT_SWIGLU ? pr->n / 2 : pr->n;
+    p->ldc = pr->ldc;
+    p->error = pr->error;
+    p->timeout_ns = pr->timeout_ns;
+    plan->grid = tiles < pr->num_sms ? (int)tiles : pr->num_sms;
+    plan->smem_bytes = CFG::smem_bytes;
+  }
+  e = cudaMalloc((void **)&plan->d_groups, sizeof(hop_group) * G);
+  if (e != cudaSuccess) goto fail;
+  e = cudaMemcpy(plan->d_groups, hg, sizeof(hop_group) * G, cudaMemcpyHostToDevice);
+  if (e != cudaSuccess) goto fail;
+  plan->params.groups = plan->d_groups;
+  if (G == 1) { /* dense: maps travel in the kernel parameter */
+    plan->params.a = maps[0];
+    plan->params.b = maps[1];
+    plan->params.group_maps = NULL;
+  } else {
+    e = cudaMalloc((void **)&plan->d_maps, sizeof(CUtensorMap) * 2 * G);
+    if (e != cudaSuccess) goto fail;
+    e = cudaMemcpy(plan->d_maps, maps, sizeof(CUtensorMap) * 2 * G, cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) goto fail;
+    plan->params.group_maps = plan->d_maps;
+  }
+  free(hg);
+  free(maps);
+  return cudaSuccess;
+fail:
+  free(hg);
+  free(maps);
+  hop_plan_destroy(plan);
+  return e;
+}
+
+/* Launch the engine for a plan built with the same CFG. Asynchronous on
+ * `stream`; errors of the launch itself come back, readiness timeouts land
+ * in the problem's error word. */
+template <class CFG, int ACT, int OUT>
+static cudaError_t hop_launch(const hop_plan *plan, cudaStream_t stream) {
+  static int attr_set = 0; /* per instantiation */
+  if (plan->grid == 0) return cudaSuccess;
+  if (!attr_set) {
+    cudaError_t e = cudaFuncSetAttribute(hop_gemm_kernel<CFG, ACT, OUT>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, CFG::smem_bytes);
+    if (e != cudaSuccess) return e;
+    attr_set = 1;
+  }
+  hop_gemm_kernel<CFG, ACT, OUT><<<plan->grid, CFG::threads, CFG::smem_bytes, stream>>>(plan->params);
+  return cudaGetLastError();
+}
+
+#endif /* LOOM_TILE_HOPPER_HOST_CUH */
