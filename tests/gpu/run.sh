@@ -17,6 +17,15 @@ run "$dir/test_exchange" multi
 # so the subset still mixes them) plus determinism, graph and fault cases.
 run "$dir/test_moe" single
 run "$dir/test_moe" multi --every 7
+# Faults: bad routing, config mismatch, one call too many, another operator
+# at the same call number (errors reach every rank within 100 ms,
+# communicators still destroyed), the fused gate on NaN/Inf.
+run "$dir/test_faults" single
+run "$dir/test_faults" multi
+# Reuse: a random sequence of exchanges and three MoE layers on one
+# communicator, back to back, bitwise equal to the same calls in isolation.
+run "$dir/test_sequence" single
+run "$dir/test_sequence" multi
 # Bulk-synchronous baseline (src/baseline) against the reference, with the
 # expert GEMMs as a loop of cublasGemmEx and as grouped-batched calls.
 run "$dir/test_baseline"
