@@ -374,9 +374,12 @@ loom_result_t loom_moe_workspace_bytes(const loom_moe_config_t *config, int nran
                                        size_t *bytes, int *signal_slots);
 
 /* The workspace loom_moe_workspace_bytes returns, in words: each term of
- * the formula with its value, e.g. "2 regions (dispatch + return) x 8 ranks
- * x 131072 rows (max_tokens_per_rank 16384 x min(top_k 8, E/R 16)) x 14336
- * bytes (hidden 7168 x 2) = 28.00 GiB, + headers 8192 B".
+ * the formula with its value, and the layer's own device buffers beside
+ * the window. E.g. for 8 ranks, E = 64, top_k 8, hidden 7168, bf16,
+ * max_tokens_per_rank 16384: "30064772096 bytes (28.00 GiB) = 2 regions
+ * (dispatch + return) x 8 ranks x 131072 rows (max_tokens_per_rank 16384 x
+ * min(top_k 8, E/R 8)) x 14336 bytes a row (hidden 7168 x 2) [...] +
+ * headers 1024 bytes; besides the window the layer allocates ...".
  *   config [in] the layer's config.  nranks [in] communicator size.
  *   buf    [out] NUL-terminated text, truncated to len bytes.
  * Pure function; no GPU. Errors as loom_moe_workspace_bytes. */

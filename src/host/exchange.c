@@ -13,8 +13,8 @@ loom_result_t loom_exchange_workspace_bytes(loom_exchange_t pattern, int nranks,
   LOOM_ARG(bytes != NULL, fn, "bytes is NULL");
   const size_t nsrc = (size_t)loom_exchange_sources(pattern == LOOM_EXCHANGE_RING, nranks);
   const size_t stride = loom_exchange_stride(bytes_per_peer);
-  LOOM_ARG(bytes_per_peer <= ((size_t)1 << 40) / (2 * nsrc), fn,
-           "bytes_per_peer (%zu) is too large (max 2^40 / (2 * %zu))", bytes_per_peer, nsrc);
+  LOOM_ARG(bytes_per_peer <= ((size_t)1 << 40) / nsrc - LOOM_EXCHANGE_ROW_ALIGN, fn,
+           "bytes_per_peer (%zu) is too large (max 2^40 / %zu sources)", bytes_per_peer, nsrc);
   *bytes = LOOM_EXCHANGE_PARITIES * nsrc * stride; /* see ops.h */
   return LOOM_SUCCESS;
 }

@@ -112,6 +112,15 @@ loom_result_t loom_moe_layout(const char *fn, const loom_moe_config_t *config, i
   LOOM_ARG(s.E % nranks == 0, fn, "config->num_experts (%d) is not divisible by nranks (%d)", s.E,
            nranks);
   layout(&s, nranks, p, window_bytes, slots);
+  /* a layout no communicator can hold is refused here, not at create */
+  LOOM_ARG(*window_bytes <= (size_t)LOOM_MAX_WORKSPACE_BYTES, fn,
+           "the layer would need %zu workspace bytes, more than a communicator can have "
+           "(%lld): lower max_tokens_per_rank (%d), hidden or the rank count",
+           *window_bytes, (long long)LOOM_MAX_WORKSPACE_BYTES, s.Tmax);
+  LOOM_ARG(*slots <= LOOM_MAX_SIGNAL_SLOTS, fn,
+           "the layer would need %d signal slots, more than a communicator can have (%d): "
+           "lower max_tokens_per_rank (%d) or num_experts (%d)",
+           *slots, LOOM_MAX_SIGNAL_SLOTS, s.Tmax, s.E);
   return LOOM_SUCCESS;
 }
 

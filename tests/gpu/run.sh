@@ -12,9 +12,11 @@ run() {
 }
 run "$dir/test_exchange" single
 run "$dir/test_exchange" multi
-# MoE layer: all 144 configs per world size in one process; one process per
-# GPU runs every 7th config (7 is coprime with the dtype and token periods,
-# so the subset still mixes them) plus determinism, graph and fault cases.
+# MoE layer, one process: per world size the 144 small configs, the 8
+# real-size cases (hidden up to 7168, ffn up to 2048, up to 16384 tokens on
+# one rank, every row checked), determinism, graph and fault cases. One
+# process per GPU: every 7th config and a different real case per world
+# size (7 is coprime with the dtype and token periods), plus the rest.
 run "$dir/test_moe" single
 run "$dir/test_moe" multi --every 7
 # Faults: bad routing, config mismatch, one call too many, another operator

@@ -7,30 +7,59 @@
  *                              (loom_comm_create_all)
  *   test_moe multi  [options]  one process per GPU: rank 0 makes the NCCL
  *                              unique id and hands it to the others (pipes)
- *   options: --every N (run configs i % N == 0), --seed S (data seed)
+ *   options: --every N (run configs i % N == 0 and real cases j with
+ *            (j + log2 R) % N == 0), --seed S (data seed),
+ *            --configs / --real (run only that family, no determinism, graph
+ *            or fault case; both flags: both families). Default: everything.
  *
- * Configs are enumerated, not hand-picked: the full product
- *   dtype {fp32 (TF32), bf16, fp16} x activation {relu, gelu, silu, swiglu}
- *   x top_k {1, 2, 8} x experts {nranks, 8, 64, 256}
- * is 144 configs per world size, config i = ((experts*3 + top_k)*4 +
- * activation)*3 + dtype (indices into those lists). --every N runs the
- * configs with i % N == 0 (default 1 in single mode, 7 in multi mode; 7 is
- * coprime with the dtype and token periods, so the subset still mixes them).
- * Rank j of config i gets
- *   tokens  = {0, 1, 127, 4096}[(i + j) % 4]
- *   routing = {gate, one-expert, half-experts, gate-ties}[(i / 4 + j) % 4]
- * so the ranks of one call differ in tokens and routing, every value of
- * each axis meets every dtype, and a quarter of the (config, rank) pairs
- * carry 4096 tokens. On top of that:
- *   exact fp32 math (LOOM_MATH_FP32) on fp32 configs with (i / 3) % 5 == 1,
- *   capacity factor 1.0 on configs with i % 13 == 6,
- *   normalize_top_k = 0 on configs with i % 5 == 2,
- *   per rank, the call form: loom_moe_forward (fused-gate ranks with
- *   (i + 3j) % 5 == 4), forward_ex without optional outputs ((i + j) % 7 ==
- *   3), otherwise forward_ex with expert_ids_out, weights_out and stats.
- * A config with top_k > experts must be refused by loom_moe_workspace_bytes
- * and loom_moe_create with LOOM_INVALID_ARGUMENT; experts % nranks != 0
- * would be skipped (no such config with these lists).
+ * Two families of cases per world size, then the special cases.
+ *
+ * 1. Configs, enumerated, not hand-picked, at small shapes: the full product
+ *      dtype {fp32 (TF32), bf16, fp16} x activation {relu, gelu, silu, swiglu}
+ *      x top_k {1, 2, 8} x experts {nranks, 8, 64, 256}
+ *    is 144 configs per world size, config i = ((experts*3 + top_k)*4 +
+ *    activation)*3 + dtype (indices into those lists). --every N runs the
+ *    configs with i % N == 0 (default 1 in single mode, 7 in multi mode; 7 is
+ *    coprime with the dtype and token periods, so the subset still mixes them).
+ *    (hidden, ffn) is one of (128, 128), (192, 128), (128, 320), (192, 320),
+ *    picked by a fixed hash of i so it lines up with no other axis; 192 and
+ *    320 are odd multiples of 64 (one 64-wide tile past a power of two).
+ *    Rank j of config i gets
+ *      tokens  = {0, 1, 127, 4096}[(i + j) % 4]
+ *      routing = {gate, one-expert, half-experts, gate-ties}[(i / 4 + j) % 4]
+ *    so the ranks of one call differ in tokens and routing, every value of
+ *    each axis meets every dtype, and a quarter of the (config, rank) pairs
+ *    carry 4096 tokens. On top of that:
+ *      exact fp32 math (LOOM_MATH_FP32) on fp32 configs with (i / 3) % 5 == 1,
+ *      capacity factor 1.0 on configs with i % 13 == 6,
+ *      normalize_top_k = 0 on configs with i % 5 == 2,
+ *      per rank, the call form: loom_moe_forward (fused-gate ranks with
+ *      (i + 3j) % 5 == 4), forward_ex without optional outputs ((i + j) % 7 ==
+ *      3), otherwise forward_ex with expert_ids_out, weights_out and stats.
+ *    A config with top_k > experts must be refused by loom_moe_workspace_bytes
+ *    and loom_moe_create with LOOM_INVALID_ARGUMENT; experts % nranks != 0
+ *    would be skipped (no such config with these lists).
+ *
+ * 2. Real sizes (REAL_CASES below, 8 per world size): hidden {576, 1024,
+ *    2048, 2880, 7168} x ffn {1408, 768, 2048}, each value at least once,
+ *    576 = 9 x 64 and 2880 = 45 x 64 among them, 7168 x 2048 (both GEMMs' K
+ *    loops far past the pipeline depth); bf16, fp16, TF32 and exact fp32;
+ *    every activation; top_k 2 and 8; experts nranks, 8 and 64; one case
+ *    with capacity factor 1.0 (tokens whose every assignment is dropped),
+ *    one with normalize_top_k = 0. Tokens are uneven: rank j % R holds
+ *    T_big (16384 in one case), rank (j % R + R / 2) % R none (world size
+ *    > 1), rank q between T_other * {1/2, 1, 3/2}[q % 3] + q. Rank q routes
+ *    with routing (j + q + log2 R) % 4 (so the big rank meets different
+ *    routings at different world sizes) and calls as for configs, with the
+ *    case id in place of i. T_big and T_other are set per case so that its
+ *    CPU reference (2 x tokens x top_k x hidden x (ffn1 + ffn) double
+ *    FLOPs, ffn1 = 2 x ffn for SwiGLU) stays under ~20 s on 16 cores at a
+ *    pessimistic 1.5 GFLOP/s a core (the scalar loop ran at 3.3-4.5 GFLOP/s
+ *    a core on an AMD EPYC, 1-2 threads); the whole single run on 8 GPUs
+ *    (world sizes 1, 2, 4, 8, both families) comes to ~3.5 min of
+ *    reference at that rate. With a capacity a rank's reference is one task
+ *    (one core), so that case keeps T_big at 300. Each real case prints its
+ *    reference GFLOP, time and worst row error.
  *
  * Routings:
  *   gate          fused gate on random x.
@@ -46,17 +75,33 @@
  *                 8g..8g+3) that are equal, or differ by one grid step in
  *                 row 0, where x is tiny (m * 2^-12). x lies on a 2^-8 grid
  *                 and gate_w on a 2^-10 grid, so every fp64 logit sum is
- *                 exact in any summation order and rounds to the same fp32.
+ *                 exact in any summation order and rounds to the same fp32
+ *                 (products are multiples of 2^-18 below 2^-2: at hidden
+ *                 7168 a sum needs 29 bits).
  *
  * Inputs are fresh random per case (a pure function of seed, world size,
  * case and rank, so every process can build what any rank holds), scaled so
  * activations are O(1), and rounded to the dtype before the reference sees
- * them. Checks per case and rank:
+ * them. Host and device buffers are sized once per world size for the
+ * largest case it runs. Checks per case and rank:
  *   - y poisoned (0xFF bytes: NaN in every dtype) over its whole buffer; the
- *     T rows must all be written, the rows past T left alone;
- *   - ||y - ref|| / ||ref|| <= 1e-5 (fp32 exact), 5e-3 (TF32), 2e-2
- *     (bf16/fp16), ref = ref_moe_forward on that rank's tokens with every
- *     expert's weights (global expert e lives on rank e / (E/R));
+ *     T rows must all be written, the rows from T to max_tokens + 128 left
+ *     alone;
+ *   - per row: max over rows t of ||y_t - ref_t|| / ||ref_t|| <= 1e-5 (fp32
+ *     exact), 5e-3 (TF32), 2e-2 (bf16/fp16), so one wrong token fails even
+ *     among 16384; a row whose reference is exactly 0 (every assignment
+ *     dropped under capacity) must be exactly 0. ref = ref_moe_forward on
+ *     that rank's tokens with every expert's weights (global expert e lives
+ *     on rank e / (E/R)). A failure names the worst row, its error, how many
+ *     rows fail and the case. Why the bounds hold per row: a bf16/fp16 y row
+ *     is rounded once more than the reference's (2^-9 / 2^-11 relative per
+ *     element) and its h and expert rows may round to the neighbouring
+ *     value where the fp32 sums differ in the last bits (a few elements of
+ *     2^-8); with hidden >= 64 elements per row and independent random
+ *     weights, no row's norm is dominated by one element, so a row's error
+ *     is ~1e-3, whatever hidden is. TF32 rounds inputs to 2^-11 (~1e-3
+ *     per row even if the hardware truncates); exact fp32 accumulates
+ *     ~2^-24 x sqrt(K / 2) relative (K = 2880: ~2e-6; K = 7168: ~4e-6);
  *   - expert_ids_out exact and weights_out within 1e-6 relative against
  *     ref_moe_gate (fused gate) or the caller's routing (the routing used);
  *   - stats (see expected_stats for the byte formula).
@@ -65,7 +110,7 @@
  * fresh x copied into the captured buffer, each verified), and a fault case
  * at world size > 1 (rank R-1 never calls forward; every other rank must
  * report LOOM_TIMEOUT within timeout + 1 s and refuse further work, and the
- * communicators must still be destroyed).
+ * communicators must still be destroyed). These run at hidden = ffn = 128.
  *
  * A watchdog (alarm) names the case in progress and ends the process when
  * one case, replay or setup step takes longer than CASE_DEADLINE_S.
@@ -96,16 +141,17 @@ _Static_assert(LOOM_FP32 == 0 && LOOM_BF16 == 1 && LOOM_FP16 == 2,
                "ref_*_array formats follow loom_dtype_t");
 
 #define MAX_RANKS 8
-#define HIDDEN 128
-#define FFN 128
+#define SMALL_DIM 128     /* hidden and ffn of the determinism, graph, fault cases */
 #define MAX_EXPERTS 256
-#define MAX_TOPK 8
-#define MAX_TOKENS 4096
+#define MAX_TOKENS 4096   /* the configs' largest token count */
+#define MAX_CASE_TOKENS 16384 /* any case's */
+#define GUARD_ROWS 128    /* rows past max_tokens that must stay poisoned */
 #define NUM_CONFIGS 144
+#define NUM_REAL 8
 #define MULTI_EVERY 7
-#define REF_CHUNK 64   /* tokens per reference task (dropless cases) */
+#define REF_CHUNK 64   /* most tokens per reference task (dropless cases) */
 #define GATE_CHUNK 256 /* tokens per reference gate task */
-#define MAX_SPANS (MAX_RANKS * (MAX_TOKENS / REF_CHUNK + 1))
+#define MAX_SPANS (MAX_RANKS * (MAX_CASE_TOKENS / REF_CHUNK + 1))
 #define MAX_THREADS 256
 #define GRAPH_TOKENS 127
 #define GRAPH_REPLAYS 100
@@ -113,13 +159,16 @@ _Static_assert(LOOM_FP32 == 0 && LOOM_BF16 == 1 && LOOM_FP16 == 2,
 #define CASE_DEADLINE_S 120 /* watchdog per case, replay or setup step */
 #define PARENT_DEADLINE_S 3600
 
-/* Tolerances on ||y - ref|| / ||ref|| and on routing weights. */
+/* Tolerances on max over rows of ||y_t - ref_t|| / ||ref_t||, and on
+ * routing weights. */
 #define TOL_FP32 1e-5
 #define TOL_TF32 5e-3
 #define TOL_16BIT 2e-2
 #define TOL_WEIGHTS 1e-6
 
-/* Ids of the once-per-world-size cases (config ids are < NUM_CONFIGS). */
+/* Ids of the real-size cases and of the once-per-world-size ones (config
+ * ids are < NUM_CONFIGS). */
+#define ID_REAL 500
 #define ID_DETERMINISM 1000
 #define ID_GRAPH 2000
 #define ID_FAULT 3000
@@ -249,6 +298,7 @@ typedef struct {
   int id;   /* config index, or ID_* */
   int salt; /* input variant (graph replays); weights do not depend on it */
   int nranks;
+  int H, F; /* hidden, ffn */
   loom_dtype_t dtype;
   loom_activation_t act;
   int k, E;
@@ -268,6 +318,15 @@ static int pick_api(int i, int j, int route) {
   return API_FULL;
 }
 
+/* (hidden, ffn) of config i: a fixed hash of i, so the shape lines up
+ * with none of the axes that are periodic in i. */
+static void config_dims(int i, int *H, int *F) {
+  static const int dims[4][2] = {{128, 128}, {192, 128}, {128, 320}, {192, 320}};
+  const int m = (int)(ref_splitmix64(0x6d6f6544696d73ull + (uint64_t)i) & 3);
+  *H = dims[m][0];
+  *F = dims[m][1];
+}
+
 /* Config i of the enumeration on R ranks (see the file comment). */
 static moe_case make_config_case(int i, int R) {
   moe_case c;
@@ -275,6 +334,7 @@ static moe_case make_config_case(int i, int R) {
   const int experts[4] = {R, 8, 64, 256};
   c.id = i;
   c.nranks = R;
+  config_dims(i, &c.H, &c.F);
   c.dtype = (loom_dtype_t)(i % 3);
   c.act = (loom_activation_t)((i / 3) % 4);
   c.k = TOPK_LIST[(i / 12) % 3];
@@ -290,6 +350,70 @@ static moe_case make_config_case(int i, int R) {
   return c;
 }
 
+/* The real-size family (file comment, item 2). experts 0 means "one per
+ * rank", raised to top_k when there are fewer ranks (E must be >= top_k).
+ * t_big: the big rank's tokens; t_other: scale of the ranks between. */
+typedef struct {
+  int H, F;
+  loom_dtype_t dtype;
+  loom_math_t math;
+  loom_activation_t act;
+  int k, experts, t_big, t_other;
+  double capacity;
+  int normalize;
+} real_shape;
+
+static const real_shape REAL_CASES[NUM_REAL] = {
+    /* H     F     dtype      math            act              k  E   T_big  T_other cap norm */
+    {576, 1408, LOOM_FP16, LOOM_MATH_TF32, LOOM_ACT_SWIGLU, 8, 64, 4000, 256, 0.0, 1},
+    {1024, 768, LOOM_BF16, LOOM_MATH_TF32, LOOM_ACT_SILU, 2, 64, 16384, 256, 0.0, 1},
+    {2048, 768, LOOM_BF16, LOOM_MATH_TF32, LOOM_ACT_SWIGLU, 8, 64, 3000, 128, 0.0, 1},
+    {7168, 2048, LOOM_BF16, LOOM_MATH_TF32, LOOM_ACT_SWIGLU, 2, 8, 1000, 96, 0.0, 1},
+    {2880, 1408, LOOM_FP32, LOOM_MATH_FP32, LOOM_ACT_GELU, 2, 0, 1500, 200, 0.0, 0},
+    {2880, 2048, LOOM_FP32, LOOM_MATH_TF32, LOOM_ACT_RELU, 8, 8, 500, 64, 0.0, 1},
+    /* capacity: the reference of a rank is one task (one core), so few tokens */
+    {1024, 2048, LOOM_FP16, LOOM_MATH_TF32, LOOM_ACT_GELU, 8, 64, 300, 64, 1.0, 1},
+    {7168, 1408, LOOM_FP32, LOOM_MATH_TF32, LOOM_ACT_SWIGLU, 2, 0, 300, 40, 0.0, 1},
+};
+
+static int log2_int(int R) {
+  int l = 0;
+  while ((1 << (l + 1)) <= R) l++;
+  return l;
+}
+
+/* Real case j on R ranks: rank j % R holds t_big tokens, rank (j % R +
+ * R / 2) % R none, rank q between t_other * (1 + q % 3) / 2 + q; routing
+ * (j + q + log2 R) % 4, so the big rank meets different routings at
+ * different world sizes. */
+static moe_case make_real_case(int j, int R) {
+  const real_shape *s = &REAL_CASES[j];
+  moe_case c;
+  memset(&c, 0, sizeof c);
+  c.id = ID_REAL + j;
+  c.nranks = R;
+  c.H = s->H;
+  c.F = s->F;
+  c.dtype = s->dtype;
+  c.act = s->act;
+  c.k = s->k;
+  c.E = s->experts > 0 ? s->experts : (R >= s->k ? R : s->k);
+  c.math = s->math;
+  c.capacity = s->capacity;
+  c.normalize = s->normalize;
+  const int big = j % R, none = (big + R / 2) % R;
+  for (int q = 0; q < R; q++) {
+    c.tokens[q] = q == big    ? s->t_big
+                  : q == none ? 0
+                              : s->t_other * (1 + q % 3) / 2 + q;
+    c.route[q] = (j + q + log2_int(R)) % 4; /* the big rank's routing varies with R */
+    c.api[q] = pick_api(c.id, q, c.route[q]);
+  }
+  return c;
+}
+
+static int is_real(const moe_case *c) { return c->id >= ID_REAL && c->id < ID_REAL + NUM_REAL; }
+
 /* A hand-set case for the once-per-world-size tests: every rank full API. */
 static moe_case make_special_case(int id, int R, loom_dtype_t dtype, loom_activation_t act, int k,
                                   int E) {
@@ -297,6 +421,8 @@ static moe_case make_special_case(int id, int R, loom_dtype_t dtype, loom_activa
   memset(&c, 0, sizeof c);
   c.id = id;
   c.nranks = R;
+  c.H = SMALL_DIM;
+  c.F = SMALL_DIM;
   c.dtype = dtype;
   c.act = act;
   c.k = k;
@@ -323,6 +449,14 @@ static moe_case make_determinism_case(int R) {
   return c;
 }
 
+static moe_case make_graph_case(int R) {
+  return make_special_case(ID_GRAPH, R, LOOM_BF16, LOOM_ACT_SILU, 2, 64 % R == 0 ? 64 : R);
+}
+
+static moe_case make_fault_case(int R) {
+  return make_special_case(ID_FAULT, R, LOOM_BF16, LOOM_ACT_SILU, 2, 8 % R == 0 ? 8 : R);
+}
+
 static int case_max_tokens(const moe_case *c) {
   int m = 1;
   for (int j = 0; j < c->nranks; j++)
@@ -336,7 +470,16 @@ static int case_uses_gate(const moe_case *c) {
   return 0;
 }
 
-static int case_f1(const moe_case *c) { return c->act == LOOM_ACT_SWIGLU ? 2 * FFN : FFN; }
+static int case_f1(const moe_case *c) { return c->act == LOOM_ACT_SWIGLU ? 2 * c->F : c->F; }
+
+/* Rows of y (and of the routing outputs) checked per rank: the layer's
+ * max_tokens and GUARD_ROWS beyond, which must stay poisoned. */
+static size_t case_rows(const moe_case *c) { return (size_t)case_max_tokens(c) + GUARD_ROWS; }
+
+/* Double FLOPs of the dropless reference of one rank's tokens. */
+static double ref_flops(const moe_case *c, int r) {
+  return 2.0 * c->tokens[r] * c->k * (double)c->H * (double)(case_f1(c) + c->F);
+}
 
 static double case_tolerance(const moe_case *c) {
   if (c->dtype != LOOM_FP32) return TOL_16BIT;
@@ -351,8 +494,8 @@ static int case_capacity(const moe_case *c, int r) {
 
 static loom_moe_config_t layer_config(const moe_case *c) {
   loom_moe_config_t cfg = LOOM_MOE_CONFIG_INIT;
-  cfg.hidden = HIDDEN;
-  cfg.ffn = FFN;
+  cfg.hidden = c->H;
+  cfg.ffn = c->F;
   cfg.num_experts = c->E;
   cfg.top_k = c->k;
   cfg.max_tokens_per_rank = case_max_tokens(c);
@@ -380,13 +523,15 @@ static void appendf(char *buf, size_t n, size_t *at, const char *fmt, ...) {
 static void describe(const moe_case *c, char *buf, size_t n) {
   size_t at = 0;
   const char *what = c->id < NUM_CONFIGS       ? "config"
+                     : is_real(c)              ? "real"
                      : c->id == ID_DETERMINISM ? "determinism"
                      : c->id == ID_GRAPH       ? "graph"
                                                : "fault";
   appendf(buf, n, &at, "%s %d", what, c->id);
   if (c->salt) appendf(buf, n, &at, " replay %d", c->salt);
-  appendf(buf, n, &at, " (R=%d seed=0x%" PRIx64 "): %s%s %s top_k=%d experts=%d", c->nranks, g_seed,
-          loom_dtype_string(c->dtype),
+  appendf(buf, n, &at,
+          " (R=%d seed=0x%" PRIx64 "): hidden=%d ffn=%d %s%s %s top_k=%d experts=%d", c->nranks,
+          g_seed, c->H, c->F, loom_dtype_string(c->dtype),
           c->dtype == LOOM_FP32 ? (c->math == LOOM_MATH_FP32 ? "(exact)" : "(tf32)") : "",
           ACT_NAMES[c->act], c->k, c->E);
   if (c->capacity > 0) appendf(buf, n, &at, " capacity_factor=%g", c->capacity);
@@ -397,12 +542,86 @@ static void describe(const moe_case *c, char *buf, size_t n) {
             API_NAMES[c->api[j]]);
 }
 
+/* ---- what one world size runs -------------------------------------------------------------- */
+
+/* Which families run (--configs, --real; default all). SEL_SPECIAL: the
+ * determinism, graph and fault cases. */
+enum { SEL_CONFIGS = 1, SEL_REAL = 2, SEL_SPECIAL = 4, SEL_ALL = 7 };
+static int g_select = SEL_ALL;
+
+#define MAX_PLAN (NUM_CONFIGS + NUM_REAL + 2)
+
+typedef struct {
+  moe_case c[MAX_PLAN];
+  int n;
+} plan_t;
+
+/* The cases of world size R in the order they run: the fault pass runs the
+ * fault case alone; otherwise configs (i % every == 0), real cases ((j +
+ * log2 R) % every == 0, so a thinned multi run still sees different real
+ * cases at each world size), determinism, graph. */
+static void make_plan(int R, int fault, int every, plan_t *pl) {
+  pl->n = 0;
+  if (fault) {
+    pl->c[pl->n++] = make_fault_case(R);
+    return;
+  }
+  if (g_select & SEL_CONFIGS)
+    for (int i = 0; i < NUM_CONFIGS; i += every) pl->c[pl->n++] = make_config_case(i, R);
+  if (g_select & SEL_REAL)
+    for (int j = 0; j < NUM_REAL; j++)
+      if ((j + log2_int(R)) % every == 0) pl->c[pl->n++] = make_real_case(j, R);
+  if (g_select & SEL_SPECIAL) {
+    pl->c[pl->n++] = make_determinism_case(R);
+    pl->c[pl->n++] = make_graph_case(R);
+  }
+}
+
+/* A case that only has to be refused (top_k > experts) or skipped. */
+static int case_runs(const moe_case *c) { return c->k <= c->E && c->E % c->nranks == 0; }
+
+/* Elements of every host and device buffer, for the largest case of a
+ * plan (per quantity, so a long-token case and a wide-hidden case do not
+ * multiply). */
+typedef struct {
+  size_t rows;    /* case_rows * hidden: x, y, y2, yref, yhost per rank */
+  size_t route;   /* case_rows * top_k: routing in and out per rank */
+  size_t gate;    /* hidden * experts */
+  size_t w1, w2;  /* every expert: E * hidden * ffn1, E * ffn * hidden */
+  size_t w1l, w2l; /* one rank's experts */
+  size_t experts;
+} buf_sizes;
+
+static void grow(size_t *v, size_t x) {
+  if (x > *v) *v = x;
+}
+
+static buf_sizes plan_sizes(const plan_t *pl) {
+  buf_sizes z = {1, 1, 1, 1, 1, 1, 1, 1}; /* never malloc(0), even for an empty plan */
+  for (int i = 0; i < pl->n; i++) {
+    const moe_case *c = &pl->c[i];
+    if (!case_runs(c)) continue;
+    const size_t H = (size_t)c->H, F = (size_t)c->F, F1 = (size_t)case_f1(c), E = (size_t)c->E;
+    const size_t El = E / (size_t)c->nranks;
+    grow(&z.rows, case_rows(c) * H);
+    grow(&z.route, case_rows(c) * (size_t)c->k);
+    grow(&z.gate, H * E);
+    grow(&z.w1, E * H * F1);
+    grow(&z.w2, E * F * H);
+    grow(&z.w1l, El * H * F1);
+    grow(&z.w2l, El * F * H);
+    grow(&z.experts, E);
+  }
+  return z;
+}
+
 /* ---- host data ------------------------------------------------------------------------------ */
 
 /* Host copies of one case, for every rank (each process builds them all:
  * the reference of one rank needs every expert, and its stats need every
- * rank's routing). Sized once for the largest case. */
+ * rank's routing). Sized once per world size for its largest case. */
 typedef struct {
+  buf_sizes sz;
   float *gate_w;           /* [H x E] */
   float *w1, *w2;          /* E experts back to back: [H x F1], [F x H] */
   float *x[MAX_RANKS];     /* [T x H] */
@@ -432,31 +651,35 @@ static void host_free(host_data *d) {
   memset(d, 0, sizeof *d);
 }
 
-static size_t max_local_experts(int R) { return MAX_EXPERTS / R > 1 ? MAX_EXPERTS / R : 1; }
-
-static int host_alloc(host_data *d, int R) {
+static int host_alloc(host_data *d, int R, const buf_sizes *z) {
   memset(d, 0, sizeof *d);
-  const size_t H = HIDDEN, rows = MAX_TOKENS, tk = (size_t)MAX_TOKENS * MAX_TOPK;
-  d->gate_w = malloc(H * MAX_EXPERTS * sizeof(float));
-  d->w1 = malloc((size_t)MAX_EXPERTS * H * 2 * FFN * sizeof(float));
-  d->w2 = malloc((size_t)MAX_EXPERTS * FFN * H * sizeof(float));
+  d->sz = *z;
+  const size_t f = sizeof(float);
+  d->gate_w = malloc(z->gate * f);
+  d->w1 = malloc(z->w1 * f);
+  d->w2 = malloc(z->w2 * f);
   int ok = d->gate_w && d->w1 && d->w2;
   for (int r = 0; r < R; r++) {
-    d->x[r] = malloc(rows * H * sizeof(float));
-    d->ids[r] = malloc(tk * sizeof(int32_t));
-    d->wts[r] = malloc(tk * sizeof(float));
-    d->yref[r] = malloc(rows * H * sizeof(float));
+    d->x[r] = malloc(z->rows * f);
+    d->ids[r] = malloc(z->route * sizeof(int32_t));
+    d->wts[r] = malloc(z->route * f);
+    d->yref[r] = malloc(z->rows * f);
     ok = ok && d->x[r] && d->ids[r] && d->wts[r] && d->yref[r];
   }
-  d->kept = malloc((size_t)R * MAX_EXPERTS * sizeof(int64_t));
-  d->yhost = malloc(rows * H * sizeof(float));
-  size_t stage = max_local_experts(R) * H * 2 * FFN;
-  if (stage < rows * H) stage = rows * H;
-  if (stage < tk) stage = tk;
-  d->stage_bytes = stage * sizeof(float);
+  d->kept = malloc((size_t)R * z->experts * sizeof(int64_t));
+  d->yhost = malloc(z->rows * f);
+  size_t stage = z->rows;
+  grow(&stage, z->route);
+  grow(&stage, z->gate);
+  grow(&stage, z->w1l);
+  grow(&stage, z->w2l);
+  d->stage_bytes = stage * f;
   d->stage = malloc(d->stage_bytes);
   ok = ok && d->kept && d->yhost && d->stage;
-  CHECK(ok, "host allocation");
+  CHECK(ok, "host allocation (%.2f GiB)",
+        (double)(z->gate + z->w1 + z->w2 + (size_t)R * (2 * z->rows + 2 * z->route) + z->rows +
+                 stage) *
+            f / (double)(1 << 30));
   if (!ok) host_free(d);
   return ok ? 0 : -1;
 }
@@ -476,7 +699,7 @@ typedef struct {
  * var(x) and outputs stay O(1). */
 static int gen_expert_task(void *p, int e) {
   const gen_ctx *g = (const gen_ctx *)p;
-  const size_t H = HIDDEN, F = FFN, F1 = (size_t)case_f1(g->c);
+  const size_t H = (size_t)g->c->H, F = (size_t)g->c->F, F1 = (size_t)case_f1(g->c);
   rng_t r1 = rng_make(weight_key(g->c), KIND_W1, e);
   rng_t r2 = rng_make(weight_key(g->c), KIND_W2, e);
   float *w1 = g->d->w1 + (size_t)e * H * F1;
@@ -493,7 +716,7 @@ static int gen_expert_task(void *p, int e) {
  * near-tie groups: for each g, columns 8g+1 = 8g, 8g+2 = 8g with row 0 one
  * step up, 8g+3 = 8g with row 0 one step down. */
 static void gen_gate(const moe_case *c, host_data *d) {
-  const int H = HIDDEN, E = c->E;
+  const int H = c->H, E = c->E;
   rng_t r = rng_make(weight_key(c), KIND_GATE, 0);
   float *w = d->gate_w;
   for (int i = 0; i < H * E; i++) w[i] = (float)(rng_int(&r, 511) - 255) * 0x1.0p-10f;
@@ -514,7 +737,7 @@ static int gen_weights(const moe_case *c, host_data *d) {
 /* Rank r's x: random O(1), or for gate-ties on the exact grid described in
  * the file comment. */
 static void gen_x(const moe_case *c, host_data *d, int r) {
-  const size_t H = HIDDEN, T = (size_t)c->tokens[r];
+  const size_t H = (size_t)c->H, T = (size_t)c->tokens[r];
   rng_t g = rng_make(input_key(c), KIND_X, r);
   float *x = d->x[r];
   if (c->route[r] == ROUTE_TIES) {
@@ -584,20 +807,25 @@ typedef struct {
   int n;
 } span_set;
 
-static void add_spans(span_set *s, int rank, int T, int chunk) {
+static int add_spans(span_set *s, int rank, int T, int chunk) {
   for (int t0 = 0; t0 < T; t0 += chunk) {
+    if (s->n == MAX_SPANS) {
+      CHECK(0, "more than %d reference tasks", MAX_SPANS);
+      return -1;
+    }
     s->spans[s->n].rank = rank;
     s->spans[s->n].t0 = t0;
     s->spans[s->n].t1 = t0 + chunk < T ? t0 + chunk : T;
     s->n++;
   }
+  return 0;
 }
 
 static int gate_task(void *p, int i) {
   const span_set *s = (const span_set *)p;
   const span sp = s->spans[i];
-  const size_t H = HIDDEN, k = (size_t)s->c->k;
-  return ref_moe_gate(sp.t1 - sp.t0, HIDDEN, s->c->E, s->c->k, s->c->normalize,
+  const size_t H = (size_t)s->c->H, k = (size_t)s->c->k;
+  return ref_moe_gate(sp.t1 - sp.t0, s->c->H, s->c->E, s->c->k, s->c->normalize,
                       s->d->x[sp.rank] + sp.t0 * H, s->d->gate_w, s->d->ids[sp.rank] + sp.t0 * k,
                       s->d->wts[sp.rank] + sp.t0 * k, NULL);
 }
@@ -611,11 +839,11 @@ static int ref_task(void *p, int i) {
   const span_set *s = (const span_set *)p;
   const moe_case *c = s->c;
   const span sp = s->spans[i];
-  const size_t H = HIDDEN, k = (size_t)c->k;
+  const size_t H = (size_t)c->H, k = (size_t)c->k;
   ref_moe_shape sh;
   sh.T = sp.t1 - sp.t0;
-  sh.H = HIDDEN;
-  sh.F = FFN;
+  sh.H = c->H;
+  sh.F = c->F;
   sh.E = c->E;
   sh.k = c->k;
   sh.act = (ref_activation)c->act;
@@ -658,25 +886,34 @@ static int gen_inputs(const moe_case *c, host_data *d) {
   gates.n = 0;
   for (int r = 0; r < c->nranks; r++) {
     gen_x(c, d, r);
-    if (is_gate_route(c->route[r]))
-      add_spans(&gates, r, c->tokens[r], GATE_CHUNK);
-    else
+    if (is_gate_route(c->route[r])) {
+      if (add_spans(&gates, r, c->tokens[r], GATE_CHUNK) != 0) return -1;
+    } else {
       gen_caller_routing(c, d, r);
+    }
   }
   if (pool_run(gates.n, gate_task, &gates) != 0) return -1;
   count_kept(c, d);
   return 0;
 }
 
-/* y references of the ranks this process drives. */
+/* y references of the ranks this process drives. Dropless: spans of at
+ * most REF_CHUNK tokens, fewer when that leaves threads idle (a real-size
+ * token costs up to ~0.2 GFLOP, so balance matters more than per-task
+ * overhead). With a capacity a rank is one task: which assignments are
+ * kept depends on all its tokens in order. */
 static int compute_refs(const moe_case *c, host_data *d, const int *ranks, int nlocal) {
   static span_set refs;
   refs.c = c;
   refs.d = d;
   refs.n = 0;
+  int total = 0;
+  for (int i = 0; i < nlocal; i++) total += c->tokens[ranks[i]];
+  int chunk = (total + 4 * g_threads - 1) / (4 * g_threads);
+  chunk = chunk < 1 ? 1 : chunk > REF_CHUNK ? REF_CHUNK : chunk;
   for (int i = 0; i < nlocal; i++) {
     const int r = ranks[i], T = c->tokens[r];
-    add_spans(&refs, r, T, c->capacity > 0 ? (T > 0 ? T : 1) : REF_CHUNK);
+    if (add_spans(&refs, r, T, c->capacity > 0 ? (T > 0 ? T : 1) : chunk) != 0) return -1;
   }
   return pool_run(refs.n, ref_task, &refs);
 }
@@ -690,16 +927,16 @@ static int compute_refs(const moe_case *c, host_data *d, const int *ranks, int n
  *   bytes_sent       = (sum_d rows_sent[d] + sum_s rows_received[s])
  *                        * hidden * dtype_size  +  nranks * header
  *   bytes_remote     = the same with d != r, s != r, and (nranks - 1) headers
- *   header           = round_up((experts_per_rank + 1) * 4, 16) bytes: one
- *                      per destination, its per-expert int32 row counts and
- *                      the config hash (loom.h).
+ *   header           = round_up((experts_per_rank + 2) * 4, 16) bytes: one
+ *                      per destination, its per-expert int32 row counts, the
+ *                      config hash and the call number (loom.h).
  * (Dispatch stores rows into the owner's window, the owner stores each
  * expert output row back into the source's window; rows for self count in
  * bytes_sent, not in bytes_remote.) */
 static void expected_stats(const moe_case *c, const host_data *d, int r, loom_moe_stats_t *st) {
   const int R = c->nranks, E = c->E, El = c->E / c->nranks;
-  const int64_t row_bytes = (int64_t)HIDDEN * (int64_t)dtype_bytes(c->dtype);
-  const int64_t header = ((int64_t)(El + 1) * 4 + 15) / 16 * 16;
+  const int64_t row_bytes = (int64_t)c->H * (int64_t)dtype_bytes(c->dtype);
+  const int64_t header = ((int64_t)(El + 2) * 4 + 15) / 16 * 16;
   memset(st, 0, sizeof *st);
   int64_t rows = 0, remote = 0;
   for (int p = 0; p < R; p++) {
@@ -724,25 +961,26 @@ typedef struct {
   float *wts_in, *wts_out;
   loom_moe_stats_t *stats;
   loom_moe_t moe;
+  size_t y_bytes, route_bytes; /* of x, y, y2 and of each routing buffer */
 } rank_ctx;
 
-#define Y_BYTES ((size_t)MAX_TOKENS * HIDDEN * 4)
-#define ROUTE_BYTES ((size_t)MAX_TOKENS * MAX_TOPK * 4)
-
-static int ctx_setup(rank_ctx *c, int R) {
-  const size_t el = max_local_experts(R);
+/* Device buffers for the largest case of the world size (fp32 bytes, so
+ * any dtype fits). */
+static int ctx_setup(rank_ctx *c, const buf_sizes *z) {
+  c->y_bytes = z->rows * 4;
+  c->route_bytes = z->route * 4;
   CUDA_T(cudaSetDevice(c->device));
   CUDA_T(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
-  CUDA_T(cudaMalloc(&c->x, Y_BYTES));
-  CUDA_T(cudaMalloc(&c->y, Y_BYTES));
-  CUDA_T(cudaMalloc(&c->y2, Y_BYTES));
-  CUDA_T(cudaMalloc(&c->gate_w, (size_t)HIDDEN * MAX_EXPERTS * 4));
-  CUDA_T(cudaMalloc(&c->w1, el * HIDDEN * 2 * FFN * 4));
-  CUDA_T(cudaMalloc(&c->w2, el * FFN * HIDDEN * 4));
-  CUDA_T(cudaMalloc((void **)&c->ids_in, ROUTE_BYTES));
-  CUDA_T(cudaMalloc((void **)&c->ids_out, ROUTE_BYTES));
-  CUDA_T(cudaMalloc((void **)&c->wts_in, ROUTE_BYTES));
-  CUDA_T(cudaMalloc((void **)&c->wts_out, ROUTE_BYTES));
+  CUDA_T(cudaMalloc(&c->x, c->y_bytes));
+  CUDA_T(cudaMalloc(&c->y, c->y_bytes));
+  CUDA_T(cudaMalloc(&c->y2, c->y_bytes));
+  CUDA_T(cudaMalloc(&c->gate_w, z->gate * 4));
+  CUDA_T(cudaMalloc(&c->w1, z->w1l * 4));
+  CUDA_T(cudaMalloc(&c->w2, z->w2l * 4));
+  CUDA_T(cudaMalloc((void **)&c->ids_in, c->route_bytes));
+  CUDA_T(cudaMalloc((void **)&c->ids_out, c->route_bytes));
+  CUDA_T(cudaMalloc((void **)&c->wts_in, c->route_bytes));
+  CUDA_T(cudaMalloc((void **)&c->wts_out, c->route_bytes));
   CUDA_T(cudaMalloc((void **)&c->stats, sizeof(loom_moe_stats_t)));
   return 0;
 }
@@ -767,7 +1005,8 @@ static int upload(void *dev, const float *src, size_t n, loom_dtype_t t, host_da
 }
 
 static int upload_weights(rank_ctx *rc, const moe_case *c, host_data *d) {
-  const size_t H = HIDDEN, F = FFN, F1 = (size_t)case_f1(c), El = (size_t)(c->E / c->nranks);
+  const size_t H = (size_t)c->H, F = (size_t)c->F, F1 = (size_t)case_f1(c);
+  const size_t El = (size_t)(c->E / c->nranks);
   const size_t e0 = (size_t)rc->rank * El;
   CUDA_T(cudaSetDevice(rc->device));
   if (upload(rc->gate_w, d->gate_w, H * (size_t)c->E, c->dtype, d)) return -1;
@@ -780,15 +1019,15 @@ static int upload_inputs(rank_ctx *rc, const moe_case *c, host_data *d) {
   const int r = rc->rank;
   const size_t T = (size_t)c->tokens[r], tk = T * (size_t)c->k;
   CUDA_T(cudaSetDevice(rc->device));
-  if (upload(rc->x, d->x[r], T * HIDDEN, c->dtype, d)) return -1;
+  if (upload(rc->x, d->x[r], T * (size_t)c->H, c->dtype, d)) return -1;
   if (!is_gate_route(c->route[r]) && tk > 0) {
     CUDA_T(cudaMemcpy(rc->ids_in, d->ids[r], tk * 4, cudaMemcpyHostToDevice));
     CUDA_T(cudaMemcpy(rc->wts_in, d->wts[r], tk * 4, cudaMemcpyHostToDevice));
   }
-  CUDA_T(cudaMemset(rc->y, 0xFF, Y_BYTES));
-  CUDA_T(cudaMemset(rc->y2, 0xFF, Y_BYTES));
-  CUDA_T(cudaMemset(rc->ids_out, 0xFF, ROUTE_BYTES));
-  CUDA_T(cudaMemset(rc->wts_out, 0xFF, ROUTE_BYTES));
+  CUDA_T(cudaMemset(rc->y, 0xFF, rc->y_bytes));
+  CUDA_T(cudaMemset(rc->y2, 0xFF, rc->y_bytes));
+  CUDA_T(cudaMemset(rc->ids_out, 0xFF, rc->route_bytes));
+  CUDA_T(cudaMemset(rc->wts_out, 0xFF, rc->route_bytes));
   CUDA_T(cudaMemset(rc->stats, 0xFF, sizeof(loom_moe_stats_t)));
   return 0;
 }
@@ -951,31 +1190,93 @@ static size_t count_poison(const unsigned char *p, size_t n, size_t size) {
   return c;
 }
 
-/* y of one rank: every row < T written, rows >= T untouched, error bound. */
+/* Per-row errors of T rows of H elements against the reference. */
+typedef struct {
+  double worst;      /* max over rows with ||ref_t|| > 0 of ||y_t - ref_t|| / ||ref_t|| */
+  size_t worst_row;  /* its row (Inf: a non-finite y element) */
+  size_t over;       /* rows above the tolerance */
+  size_t zero_rows;  /* rows whose reference is exactly 0 */
+  size_t zero_bad;   /* of those, rows of y that are not exactly 0 */
+  size_t zero_first; /* the first of them */
+  double zero_norm;  /* its ||y_t|| */
+  double whole;      /* ||y - ref|| / ||ref|| over all rows, for context */
+} row_errors;
+
+static row_errors row_check(const float *y, const float *ref, size_t T, size_t H, double tol) {
+  row_errors e;
+  memset(&e, 0, sizeof e);
+  for (size_t t = 0; t < T; t++) {
+    const float *yt = y + t * H, *rt = ref + t * H;
+    double d2 = 0.0, r2 = 0.0, y2 = 0.0;
+    int finite = 1;
+    for (size_t h = 0; h < H; h++) {
+      finite &= isfinite(yt[h]) && isfinite(rt[h]);
+      const double d = (double)yt[h] - (double)rt[h];
+      d2 += d * d;
+      r2 += (double)rt[h] * (double)rt[h];
+      y2 += (double)yt[h] * (double)yt[h];
+    }
+    double err;
+    if (!finite) {
+      err = INFINITY;
+    } else if (r2 == 0.0) { /* every contribution dropped: y_t must be 0 */
+      e.zero_rows++;
+      if (y2 != 0.0 && e.zero_bad++ == 0) {
+        e.zero_first = t;
+        e.zero_norm = sqrt(y2);
+      }
+      continue;
+    } else {
+      err = sqrt(d2 / r2);
+    }
+    e.over += !(err <= tol);
+    if (!(err <= e.worst)) {
+      e.worst = err;
+      e.worst_row = t;
+    }
+  }
+  e.whole = ref_rel_error(y, ref, T * H);
+  return e;
+}
+
+/* y of one rank: every row < T written, rows from T to case_rows
+ * untouched, the per-row error bound. *worst (may be NULL) gets the
+ * worst row error. */
 static int verify_y(const rank_ctx *rc, const moe_case *c, host_data *d, const void *ydev,
-                    const char *which, const char *desc) {
+                    const char *which, const char *desc, double *worst) {
   const int r = rc->rank;
-  const size_t T = (size_t)c->tokens[r], H = HIDDEN, es = dtype_bytes(c->dtype);
+  const size_t T = (size_t)c->tokens[r], H = (size_t)c->H, es = dtype_bytes(c->dtype);
+  const size_t rows = case_rows(c); /* <= y_bytes / (H * 4): sized from the plan */
   const unsigned char *raw = (const unsigned char *)d->stage;
   CUDA_T(cudaSetDevice(rc->device));
-  CUDA_T(cudaMemcpy(d->stage, ydev, (size_t)MAX_TOKENS * H * es, cudaMemcpyDeviceToHost));
+  CUDA_T(cudaMemcpy(d->stage, ydev, rows * H * es, cudaMemcpyDeviceToHost));
   const size_t unwritten = count_poison(raw, T * H, es);
-  const size_t beyond =
-      (MAX_TOKENS - T) * H - count_poison(raw + T * H * es, (MAX_TOKENS - T) * H, es);
+  const size_t beyond = (rows - T) * H - count_poison(raw + T * H * es, (rows - T) * H, es);
   CHECK(unwritten == 0, "rank %d %s: %zu of %zu elements never written [%s]", r, which, unwritten,
         T * H, desc);
-  CHECK(beyond == 0, "rank %d %s: %zu elements written past row %zu [%s]", r, which, beyond, T,
-        desc);
+  CHECK(beyond == 0, "rank %d %s: %zu elements written past row %zu (checked to row %zu) [%s]", r,
+        which, beyond, T, rows, desc);
   ref_unpack_array(d->yhost, d->stage, T * H, (int)c->dtype);
-  const double err = ref_rel_error(d->yhost, d->yref[r], T * H), tol = case_tolerance(c);
-  CHECK(err <= tol, "rank %d %s: rel error %.3g > %.1g [%s]", r, which, err, tol, desc);
-  return unwritten == 0 && beyond == 0 && err <= tol ? 0 : -1;
+  const double tol = case_tolerance(c);
+  const row_errors e = row_check(d->yhost, d->yref[r], T, H, tol);
+  if (worst != NULL && e.worst > *worst) *worst = e.worst;
+  CHECK(e.over == 0,
+        "rank %d %s: row %zu of %zu: rel error %.3g > %.1g (%zu rows over; y[%zu][0] = %.6g, "
+        "ref %.6g; whole-tensor error %.3g) [%s]",
+        r, which, e.worst_row, T, e.worst, tol, e.over, e.worst_row,
+        T ? (double)d->yhost[e.worst_row * H] : 0.0,
+        T ? (double)d->yref[r][e.worst_row * H] : 0.0, e.whole, desc);
+  CHECK(e.zero_bad == 0,
+        "rank %d %s: %zu of %zu rows whose reference is exactly 0 (every assignment dropped) are "
+        "not 0, first row %zu with ||y_t|| = %.3g [%s]",
+        r, which, e.zero_bad, e.zero_rows, e.zero_first, e.zero_norm, desc);
+  return unwritten == 0 && beyond == 0 && e.over == 0 && e.zero_bad == 0 ? 0 : -1;
 }
 
 /* expert_ids_out / weights_out against the routing the rank used. */
 static int verify_routing(const rank_ctx *rc, const moe_case *c, host_data *d, const char *desc) {
   const int r = rc->rank;
-  const size_t tk = (size_t)c->tokens[r] * (size_t)c->k, all = (size_t)MAX_TOKENS * MAX_TOPK;
+  const size_t tk = (size_t)c->tokens[r] * (size_t)c->k, all = case_rows(c) * (size_t)c->k;
   int32_t *ids = (int32_t *)d->stage;
   float *wts = (float *)d->yhost;
   CUDA_T(cudaSetDevice(rc->device));
@@ -1036,8 +1337,9 @@ static int verify_stats(const rank_ctx *rc, const moe_case *c, const host_data *
              : -1;
 }
 
-static int verify_rank(const rank_ctx *rc, const moe_case *c, host_data *d, const char *desc) {
-  int rc_ = verify_y(rc, c, d, rc->y, "y", desc);
+static int verify_rank(const rank_ctx *rc, const moe_case *c, host_data *d, const char *desc,
+                       double *worst) {
+  int rc_ = verify_y(rc, c, d, rc->y, "y", desc, worst);
   if (c->api[rc->rank] == API_FULL) {
     rc_ |= verify_routing(rc, c, d, desc);
     rc_ |= verify_stats(rc, c, d, desc);
@@ -1047,7 +1349,7 @@ static int verify_rank(const rank_ctx *rc, const moe_case *c, host_data *d, cons
 
 /* y2 of a repeated forward must equal y bit for bit. */
 static int verify_same(const rank_ctx *rc, const moe_case *c, host_data *d, const char *desc) {
-  const size_t bytes = (size_t)c->tokens[rc->rank] * HIDDEN * dtype_bytes(c->dtype);
+  const size_t bytes = (size_t)c->tokens[rc->rank] * (size_t)c->H * dtype_bytes(c->dtype);
   unsigned char *a = (unsigned char *)d->stage, *b = (unsigned char *)d->yhost;
   CUDA_T(cudaSetDevice(rc->device));
   CUDA_T(cudaMemcpy(a, rc->y, bytes, cudaMemcpyDeviceToHost));
@@ -1088,10 +1390,20 @@ static int expect_refused(rank_ctx *cs, int nlocal, const moe_case *c, const cha
   return 0;
 }
 
+/* What a case measured, for the real-size lines. */
+typedef struct {
+  double ref_s;  /* CPU reference wall time */
+  double gflop;  /* its dropless FLOPs, local ranks */
+  double worst;  /* worst row error over local ranks */
+} case_report;
+
 /* Run one case on the local ranks. repeats == 2 also runs a second forward
- * into y2 and requires it bitwise equal. Returns -1 when the communicators
- * may be unusable (a launch or async failure): the caller stops. */
-static int run_case(rank_ctx *cs, int nlocal, const moe_case *c, host_data *d, int repeats) {
+ * into y2 and requires it bitwise equal. rep (may be NULL) receives the
+ * reference time and the worst row error. Returns -1 when the
+ * communicators may be unusable (a launch or async failure): the caller
+ * stops. */
+static int run_case(rank_ctx *cs, int nlocal, const moe_case *c, host_data *d, int repeats,
+                    case_report *rep) {
   char desc[1024];
   int ranks[MAX_RANKS];
   describe(c, desc, sizeof desc);
@@ -1113,37 +1425,29 @@ static int run_case(rank_ctx *cs, int nlocal, const moe_case *c, host_data *d, i
   for (int rep = 0; rep < repeats && !fatal; rep++)
     fatal = launch_all(cs, nlocal, c, rep == 1, -1, desc) != 0;
   /* the CPU reference runs while the GPUs work */
+  const double t_ref = now_s();
   const int ref_ok = compute_refs(c, d, ranks, nlocal) == 0;
   CHECK(ref_ok, "reference failed [%s]", desc);
+  double worst = 0.0;
+  if (rep != NULL) {
+    rep->ref_s = now_s() - t_ref;
+    rep->gflop = 0.0;
+    for (int i = 0; i < nlocal; i++) rep->gflop += ref_flops(c, ranks[i]) * 1e-9;
+  }
   fatal |= sync_all(cs, nlocal) != 0;
   fatal |= check_async(cs, nlocal, desc) != 0;
   if (!fatal && ref_ok) {
     for (int i = 0; i < nlocal; i++) {
-      verify_rank(&cs[i], c, d, desc);
+      verify_rank(&cs[i], c, d, desc, &worst);
       if (repeats == 2) verify_same(&cs[i], c, d, desc);
     }
   }
+  if (rep != NULL) rep->worst = worst;
   destroy_layers(cs, nlocal);
   return fatal ? -1 : 0;
 }
 
-/* Every enumerated config (i % every == 0) on this world size. */
-static int run_configs(rank_ctx *cs, int nlocal, int R, int every, host_data *d, int *run,
-                       int *refused) {
-  for (int i = 0; i < NUM_CONFIGS; i += every) {
-    const moe_case c = make_config_case(i, R);
-    if (c.k > c.E)
-      (*refused)++;
-    else
-      (*run)++;
-    if (run_case(cs, nlocal, &c, d, 1) != 0) return -1;
-  }
-  return 0;
-}
-
 /* ---- CUDA graph: capture one forward per rank, replay with fresh x -------------------------- */
-
-static int graph_case_experts(int R) { return 64 % R == 0 ? 64 : R; }
 
 static int capture(rank_ctx *rc, const moe_case *c, cudaGraph_t *graph, cudaGraphExec_t *exec,
                    const char *desc) {
@@ -1191,12 +1495,12 @@ static int replay(rank_ctx *cs, int nlocal, moe_case *c, host_data *d, cudaGraph
   CHECK(ref_ok, "reference failed [%s]", desc);
   if (sync_all(cs, nlocal) != 0 || check_async(cs, nlocal, desc) != 0) return -1;
   int bad = 0;
-  for (int i = 0; i < nlocal && ref_ok; i++) bad |= verify_rank(&cs[i], c, d, desc) != 0;
+  for (int i = 0; i < nlocal && ref_ok; i++) bad |= verify_rank(&cs[i], c, d, desc, NULL) != 0;
   return bad ? 1 : 0;
 }
 
 static int run_graph(rank_ctx *cs, int nlocal, int R, host_data *d) {
-  moe_case c = make_special_case(ID_GRAPH, R, LOOM_BF16, LOOM_ACT_SILU, 2, graph_case_experts(R));
+  moe_case c = make_graph_case(R);
   char desc[1024];
   describe(&c, desc, sizeof desc);
   watchdog(CASE_DEADLINE_S, "%s (capture)", desc);
@@ -1225,10 +1529,6 @@ static int run_graph(rank_ctx *cs, int nlocal, int R, host_data *d) {
 }
 
 /* ---- fault: rank R-1 never calls forward ---------------------------------------------------- */
-
-static moe_case make_fault_case(int R) {
-  return make_special_case(ID_FAULT, R, LOOM_BF16, LOOM_ACT_SILU, 2, 8 % R == 0 ? 8 : R);
-}
 
 static int run_fault(rank_ctx *cs, int nlocal, int R, host_data *d) {
   const moe_case c = make_fault_case(R);
@@ -1290,49 +1590,71 @@ static int add_workspace(const moe_case *c, size_t *bytes, int *slots) {
   return 0;
 }
 
-/* Workspace and signal slots for the largest case this world size runs. */
-static int comm_config(int R, int fault, loom_comm_config_t *cfg) {
+/* Workspace and signal slots for the largest case of the plan. */
+static int comm_config(const plan_t *pl, int fault, loom_comm_config_t *cfg) {
   size_t bytes = 0;
-  int slots = 2;
-  if (fault) {
-    const moe_case f = make_fault_case(R);
-    if (add_workspace(&f, &bytes, &slots)) return -1;
-  } else {
-    for (int i = 0; i < NUM_CONFIGS; i++) {
-      const moe_case c = make_config_case(i, R);
-      if (add_workspace(&c, &bytes, &slots)) return -1;
-    }
-    const moe_case det = make_determinism_case(R);
-    const moe_case gr =
-        make_special_case(ID_GRAPH, R, LOOM_BF16, LOOM_ACT_SILU, 2, graph_case_experts(R));
-    if (add_workspace(&det, &bytes, &slots) || add_workspace(&gr, &bytes, &slots)) return -1;
-  }
+  int slots = 3; /* the least a communicator takes (two are the runtime's) */
+  for (int i = 0; i < pl->n; i++)
+    if (add_workspace(&pl->c[i], &bytes, &slots)) return -1;
   loom_comm_config_t c = LOOM_COMM_CONFIG_INIT;
-  c.workspace_bytes = (int64_t)bytes;
+  c.workspace_bytes = (int64_t)(bytes > 0 ? bytes : 1);
   c.signal_slots = slots;
   c.timeout_ms = fault ? FAULT_TIMEOUT_MS : LOOM_UNSET;
   *cfg = c;
   return 0;
 }
 
-/* Everything one world size runs on the local ranks. */
-static int run_world(rank_ctx *cs, int nlocal, int R, int fault, int every, host_data *d) {
+/* Everything one world size runs on the local ranks: the plan's cases in
+ * order (fault: the fault case alone). */
+static int run_world(rank_ctx *cs, int nlocal, int R, int fault, const plan_t *pl,
+                     host_data *d) {
   if (fault) return run_fault(cs, nlocal, R, d);
-  int run = 0, refused = 0;
-  const double t = now_s();
-  int rc = run_configs(cs, nlocal, R, every, d, &run, &refused);
-  if (cs[0].rank == 0)
-    printf("  n=%d: %d configs run, %d refused as expected, in %.1f s\n", R, run, refused,
-           now_s() - t);
-  if (rc == 0) {
-    const moe_case det = make_determinism_case(R);
-    rc = run_case(cs, nlocal, &det, d, 2);
+  const int lead = cs[0].rank == 0; /* prints */
+  int run = 0, refused = 0, nreal = 0, rc = 0;
+  double t = now_s(), t_real = 0.0;
+  for (int i = 0; i < pl->n && rc == 0; i++) {
+    const moe_case *c = &pl->c[i];
+    if (c->id < NUM_CONFIGS) {
+      if (c->k > c->E)
+        refused++;
+      else
+        run++;
+      rc = run_case(cs, nlocal, c, d, 1, NULL);
+      const int last = i + 1 == pl->n || pl->c[i + 1].id >= NUM_CONFIGS;
+      if (last && lead)
+        printf("  n=%d: %d configs run, %d refused as expected, in %.1f s\n", R, run, refused,
+               now_s() - t);
+    } else if (is_real(c)) {
+      if (nreal++ == 0) t_real = now_s();
+      case_report rep;
+      memset(&rep, 0, sizeof rep);
+      const double t0 = now_s();
+      rc = run_case(cs, nlocal, c, d, 1, &rep);
+      if (lead) {
+        char desc[1024];
+        describe(c, desc, sizeof desc);
+        printf("  %s\n    %.1f s; reference %.0f GFLOP (this process) in %.1f s = %.1f GFLOP/s on "
+               "%d threads; worst row error %.3g (bound %.0e)\n",
+               desc, now_s() - t0, rep.gflop, rep.ref_s,
+               rep.ref_s > 0 ? rep.gflop / rep.ref_s : 0.0, g_threads, rep.worst,
+               case_tolerance(c));
+      }
+      const int last = i + 1 == pl->n || !is_real(&pl->c[i + 1]);
+      if (last && lead)
+        printf("  n=%d: %d real-size cases in %.1f s\n", R, nreal, now_s() - t_real);
+    } else if (c->id == ID_DETERMINISM) {
+      rc = run_case(cs, nlocal, c, d, 2, NULL);
+    } else if (c->id == ID_GRAPH) {
+      rc = run_graph(cs, nlocal, R, d);
+    }
+    fflush(stdout);
   }
-  if (rc == 0) rc = run_graph(cs, nlocal, R, d);
   return rc;
 }
 
 /* ---- one process, all GPUs ------------------------------------------------------------------ */
+
+static plan_t g_plan; /* large; one world size at a time */
 
 static int single_process(int R, int fault, int every) {
   rank_ctx cs[MAX_RANKS];
@@ -1340,17 +1662,20 @@ static int single_process(int R, int fault, int every) {
   host_data d;
   loom_comm_config_t cfg;
   memset(cs, 0, sizeof cs);
-  if (comm_config(R, fault, &cfg) != 0) return -1;
+  memset(&d, 0, sizeof d);
+  make_plan(R, fault, every, &g_plan);
+  const buf_sizes z = plan_sizes(&g_plan);
+  if (comm_config(&g_plan, fault, &cfg) != 0) return -1;
   watchdog(CASE_DEADLINE_S, "loom_comm_create_all(%d)", R);
   LOOM_T(loom_comm_create_all(R, NULL, &cfg, comms));
-  int rc = host_alloc(&d, R);
+  int rc = host_alloc(&d, R, &z);
   for (int i = 0; i < R && rc == 0; i++) {
     cs[i].comm = comms[i];
     cs[i].rank = i;
     cs[i].device = i;
-    rc = ctx_setup(&cs[i], R);
+    rc = ctx_setup(&cs[i], &z);
   }
-  if (rc == 0) rc = run_world(cs, R, R, fault, every, &d);
+  if (rc == 0) rc = run_world(cs, R, R, fault, &g_plan, &d);
   watchdog(CASE_DEADLINE_S, "teardown of %d ranks", R);
   for (int i = 0; i < R; i++) ctx_free(&cs[i]);
   host_free(&d);
@@ -1383,11 +1708,13 @@ static int child_rank(const ranks_child *rc, void *arg) {
     return 1;
   }
   loom_comm_config_t cfg;
-  if (comm_config(R, fault, &cfg) == 0) {
+  make_plan(R, fault, every, &g_plan);
+  const buf_sizes z = plan_sizes(&g_plan);
+  if (comm_config(&g_plan, fault, &cfg) == 0) {
     loom_result_t r = loom_comm_create(nccl, &cfg, &c.comm);
     CHECK(r == LOOM_SUCCESS, "rank %d loom_comm_create: %s", rank, loom_last_error());
-    if (r == LOOM_SUCCESS && host_alloc(&d, R) == 0 && ctx_setup(&c, R) == 0)
-      run_world(&c, 1, R, fault, every, &d);
+    if (r == LOOM_SUCCESS && host_alloc(&d, R, &z) == 0 && ctx_setup(&c, &z) == 0)
+      run_world(&c, 1, R, fault, &g_plan, &d);
   }
   watchdog(CASE_DEADLINE_S, "rank %d of %d: teardown", rank, R);
   loom_comm_t comm = c.comm;
@@ -1409,7 +1736,9 @@ static int multi_process(int R, int fault, int every) {
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: test_moe single|multi [--every N] [--seed S]\n");
+  fprintf(stderr, "usage: test_moe single|multi [--every N] [--seed S] [--configs] [--real]\n"
+                  "  --configs, --real: run only that family (both: both families), without the\n"
+                  "  determinism, graph and fault cases; default: everything\n");
   return 2;
 }
 
@@ -1417,9 +1746,13 @@ int main(int argc, char **argv) {
   setenv("NCCL_NVLS_ENABLE", "0", 0);
   if (argc < 2 || (strcmp(argv[1], "single") != 0 && strcmp(argv[1], "multi") != 0)) return usage();
   const int multi = strcmp(argv[1], "multi") == 0;
-  int every = multi ? MULTI_EVERY : 1;
+  int every = multi ? MULTI_EVERY : 1, select = 0;
   for (int a = 2; a < argc; a++) {
     char *end = NULL;
+    if (strcmp(argv[a], "--configs") == 0 || strcmp(argv[a], "--real") == 0) {
+      select |= argv[a][2] == 'c' ? SEL_CONFIGS : SEL_REAL;
+      continue;
+    }
     if (a + 1 >= argc) return usage();
     if (strcmp(argv[a], "--every") == 0)
       every = (int)strtol(argv[++a], &end, 10);
@@ -1429,6 +1762,7 @@ int main(int argc, char **argv) {
       return usage();
     if (end == NULL || *end != '\0' || every < 1) return usage();
   }
+  if (select != 0) g_select = select;
   const char *name = multi ? "test_moe multi" : "test_moe single";
   signal(SIGALRM, on_alarm);
   watchdog(CASE_DEADLINE_S, "counting GPUs");
@@ -1440,8 +1774,11 @@ int main(int argc, char **argv) {
   }
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   if (ncpu < 1) ncpu = 1;
-  printf("%s: %d GPUs visible, seed 0x%" PRIx64 ", every %d config(s), %ld CPU threads\n", name,
-         ngpu, g_seed, every, ncpu);
+  printf("%s: %d GPUs visible, seed 0x%" PRIx64
+         ", every %d case(s), %ld CPU threads, running%s%s%s\n",
+         name, ngpu, g_seed, every, ncpu, g_select & SEL_CONFIGS ? " configs" : "",
+         g_select & SEL_REAL ? " real-sizes" : "",
+         g_select & SEL_SPECIAL ? " determinism/graph/fault" : "");
   fflush(stdout);
   const int sizes[] = {1, 2, 4, 8};
   const double start = now_s();
@@ -1453,7 +1790,7 @@ int main(int argc, char **argv) {
     }
     long th = multi ? ncpu / R : ncpu;
     g_threads = (int)(th < 1 ? 1 : th > MAX_THREADS ? MAX_THREADS : th);
-    for (int fault = 0; fault <= (R > 1); fault++) {
+    for (int fault = 0; fault <= (R > 1 && (g_select & SEL_SPECIAL)); fault++) {
       const double t = now_s();
       if (multi) {
         alarm(PARENT_DEADLINE_S); /* children run their own watchdogs */

@@ -4,10 +4,11 @@
  *
  * Window data region of every rank (offsets from loom_dev_comm.data_offset):
  *   header   [2 parities][R sources][hdr_stride]  int32 kept-row counts per
- *            local expert, then the source's config hash (uint32), written
- *            by the source (parity = epoch % 2: a
- *            block of the destination may still read call e-1's header
- *            while a fast source writes call e's)
+ *            local expert, then the source's config hash (uint32) and the
+ *            call number (uint32, low bits of the epoch), written by the
+ *            source after the destination's credit of call e-1 (the
+ *            runtime's reuse rule); parity = epoch % 2 is kept as a
+ *            second guard
  *   dispatch [R sources][Cs rows][H]  token rows sent to this rank, grouped
  *            by local expert (offsets = prefix of the header counts)
  *   return   [R dests][Cs rows][H]    expert outputs coming back; row i from
@@ -19,6 +20,7 @@
  *   0                         header of the call
  *   1 + le*TPE + tile         dispatch rows of (local expert le, row tile)
  *   1 + El*TPE + le*TPE + tile  returned rows of (le, tile), from dest s
+ *   slots-2                   call tag (runtime)
  *   slots-1                   completion credit (runtime)
  *   TPE = ceil(max_tokens / BM), BM = 128 rows per tile.
  *

@@ -27,7 +27,8 @@ extern "C" {
  * the rule every operator follows, so one buffer suffices. (It used to be
  * two parities and credit e - 2, which was safe only when the previous
  * call on the communicator was also an exchange.)
- * Signal slot c < slots-1 of source s marks chunk c of s's message. */
+ * Signal slot c < slots-2 of source s marks chunk c of s's message (the
+ * last two slots are the runtime's call tag and credit). */
 #define LOOM_EXCHANGE_PARITIES 1
 #define LOOM_EXCHANGE_ROW_ALIGN 256u
 

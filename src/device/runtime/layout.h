@@ -20,9 +20,10 @@ extern "C" {
 #define LOOM_HD
 #endif
 
-/* Alignment of every region inside the window (NCCL requires 4096 for the
- * window itself; we keep regions page aligned too so vector stores never
- * straddle a region). */
+/* Alignment of the window's own regions (abort record, flags, data area;
+ * NCCL requires 4096 for the window itself). Operators align their regions
+ * inside the data area as they need (the MoE layer and the exchange: 256
+ * bytes, so 16-byte vector stores never straddle a region). */
 #define LOOM_REGION_ALIGN 4096u
 
 static inline LOOM_HD size_t loom_align_up(size_t x, size_t a) {
