@@ -8,7 +8,10 @@
  *   build/bench/gemm                  # all checks ("all results match"), then timings
  *   build/bench/gemm --quick          # fewer cases and shapes
  *   build/bench/gemm --dtype bf16 --shape dense     # filters (bf16|fp16|tf32, dense|grouped|smallm)
- *   options: --iters N (timed runs, median; default 10), --seed S, --threads T (CPU reference)
+ *   build/bench/gemm --variant v1,pp  # engine variants (v1 w1 pp sk2 sk4; default all, docs/tile.md "v2")
+ *   options: --iters N (timed runs, median; default 10), --seed S, --threads T (CPU reference),
+ *            --raster M (m-blocks per raster band; default the engine's 16)
+ * Every variant a case is timed in is checked first on the same case.
  *
  * Problem: C[rows x n_out] = epilogue(A[rows x K] . B[N x K]^T) per group,
  * A and B K-contiguous (B in nn.Linear layout), fp32 accumulation.
@@ -24,8 +27,10 @@
  * Outputs are poisoned (all-ones bytes = NaN) before each run, and 8 guard
  * rows around every group's output must stay poisoned.
  *
- * Timing: cudaEvent around each launch, L2 flushed before each, median of
- * --iters after 2 warm-ups. The engine runs through its persistent task loop
+ * Timing: cudaEvent around each launch, L2 flushed before each (memset of
+ * 2 x L2, as v1 measured), median of --iters after 2 warm-ups. Small-M also
+ * prints a clean flush (reading 2 x L2; the memset leaves L2 dirty and the
+ * timed kernel pays the write-back) and 20 back-to-back launches / 20. The engine runs through its persistent task loop
  * with every task gated on a readiness counter that is already satisfied.
  * cuBLAS: cublasGemmEx per group (same layout: C^T = B . A^T in column-major).
  */
@@ -67,6 +72,8 @@ struct options {
   int iters;
   uint32_t seed;
   int threads;
+  unsigned variants; /* bit v: run variant v (all by default) */
+  int raster_m;      /* 0 = the engine's default */
 };
 static options g_opt;
 static int g_num_sms, g_l2_bytes;
@@ -167,7 +174,33 @@ struct gbufs {
 static int dest_row(const gcase *c, int g, int r) { return c->row_ptr ? c->rows[g] - 1 - r : r; }
 static float row_scale_val(uint32_t seed, int64_t row) { return 0.5f + 0.125f * (float)((row * 2654435761u + seed) % 13); }
 
-static cudaError_t plan_case(const gcase *c, gbufs *b, uint64_t timeout_ns) {
+/* Engine variants (docs/tile.md, v2). Each maps to a configuration:
+ *   v1      hop_large / hop_small          (cooperative, wait_group 0: v1 as measured)
+ *   w1      hop_large_w1 / hop_small_w1    (cooperative, one wgmma batch in flight)
+ *   pp      hop_pp (128 x 128 per WG, ping-pong; large-config cases only)
+ *   sk2/4   w1 with split_k = 2 / 4 (deterministic fixed-order reduction)   */
+enum { VAR_V1 = 0, VAR_W1 = 1, VAR_PP = 2, VAR_SK2 = 3, VAR_SK4 = 4, NUM_VARS = 5 };
+static const char *var_name(int v) {
+  static const char *n[] = {"v1", "w1", "pp", "w1+sk2", "w1+sk4"};
+  return n[v];
+}
+static int var_split(int v) { return v == VAR_SK2 ? 2 : v == VAR_SK4 ? 4 : 1; }
+
+template <class CFG> static cudaError_t plan_cfg(hop_plan *plan, const hop_problem *pr) {
+  return hop_plan_create<CFG>(plan, pr);
+}
+template <int DT> static cudaError_t plan_dt(int cfg, int var, hop_plan *plan, const hop_problem *pr) {
+  if (cfg == CFG_LARGE) {
+    if (var == VAR_V1) return plan_cfg<hop_large<DT>>(plan, pr);
+    if (var == VAR_PP) return plan_cfg<hop_pp<DT>>(plan, pr);
+    return plan_cfg<hop_large_w1<DT>>(plan, pr);
+  }
+  if (var == VAR_V1) return plan_cfg<hop_small<DT>>(plan, pr);
+  if (var == VAR_PP) return cudaErrorNotSupported;
+  return plan_cfg<hop_small_w1<DT>>(plan, pr);
+}
+
+static cudaError_t plan_case(const gcase *c, gbufs *b, uint64_t timeout_ns, int var) {
   hop_group_desc gd[MAX_GROUPS];
   const int es = in_esize(c->dtype), bm = c->cfg == CFG_LARGE ? 128 : 64;
   int64_t ready_off = 0;
@@ -199,34 +232,44 @@ static cudaError_t plan_case(const gcase *c, gbufs *b, uint64_t timeout_ns) {
   pr.error = b->error;
   pr.timeout_ns = timeout_ns;
   pr.num_sms = g_num_sms;
-  if (c->cfg == CFG_LARGE) {
-    if (c->dtype == HOP_BF16) return hop_plan_create<hop_large<HOP_BF16>>(&b->plan, &pr);
-    if (c->dtype == HOP_FP16) return hop_plan_create<hop_large<HOP_FP16>>(&b->plan, &pr);
-    return hop_plan_create<hop_large<HOP_TF32>>(&b->plan, &pr);
-  }
-  if (c->dtype == HOP_BF16) return hop_plan_create<hop_small<HOP_BF16>>(&b->plan, &pr);
-  if (c->dtype == HOP_FP16) return hop_plan_create<hop_small<HOP_FP16>>(&b->plan, &pr);
-  return hop_plan_create<hop_small<HOP_TF32>>(&b->plan, &pr);
+  pr.raster_m = g_opt.raster_m;
+  pr.split_k = var_split(var);
+  if (c->dtype == HOP_BF16) return plan_dt<HOP_BF16>(c->cfg, var, &b->plan, &pr);
+  if (c->dtype == HOP_FP16) return plan_dt<HOP_FP16>(c->cfg, var, &b->plan, &pr);
+  return plan_dt<HOP_TF32>(c->cfg, var, &b->plan, &pr);
 }
 
-/* The instantiations this program builds; anything else is refused. */
-#define RUN_IF(CFGID, CFGT, DT, ACT, OUT)                                         \
+/* The instantiations this program builds (each in every variant of its
+ * configuration); anything else is refused. */
+template <int CFGID, int DT, int ACT, int OUT>
+static cudaError_t launch_var(int var, const hop_plan *plan, cudaStream_t st) {
+  if constexpr (CFGID == CFG_LARGE) {
+    if (var == VAR_V1) return hop_launch<hop_large<DT>, ACT, OUT>(plan, st);
+    if (var == VAR_PP) return hop_launch<hop_pp<DT>, ACT, OUT>(plan, st);
+    return hop_launch<hop_large_w1<DT>, ACT, OUT>(plan, st);
+  } else {
+    if (var == VAR_V1) return hop_launch<hop_small<DT>, ACT, OUT>(plan, st);
+    if (var == VAR_PP) return cudaErrorNotSupported;
+    return hop_launch<hop_small_w1<DT>, ACT, OUT>(plan, st);
+  }
+}
+#define RUN_IF(CFGID, DT, ACT, OUT)                                               \
   if (c->cfg == CFGID && c->dtype == DT && c->act == ACT && c->out == OUT)        \
-    return hop_launch<CFGT<DT>, ACT, OUT>(plan, st);
-static cudaError_t launch_case(const gcase *c, const hop_plan *plan, cudaStream_t st) {
-  RUN_IF(CFG_LARGE, hop_large, HOP_BF16, HOP_ACT_NONE, HOP_OUT_BF16)
-  RUN_IF(CFG_LARGE, hop_large, HOP_FP16, HOP_ACT_NONE, HOP_OUT_FP16)
-  RUN_IF(CFG_LARGE, hop_large, HOP_TF32, HOP_ACT_NONE, HOP_OUT_FP32)
-  RUN_IF(CFG_SMALL, hop_small, HOP_BF16, HOP_ACT_NONE, HOP_OUT_BF16)
-  RUN_IF(CFG_SMALL, hop_small, HOP_FP16, HOP_ACT_NONE, HOP_OUT_FP16)
-  RUN_IF(CFG_SMALL, hop_small, HOP_TF32, HOP_ACT_NONE, HOP_OUT_FP32)
-  RUN_IF(CFG_LARGE, hop_large, HOP_BF16, HOP_ACT_RELU, HOP_OUT_BF16)
-  RUN_IF(CFG_LARGE, hop_large, HOP_BF16, HOP_ACT_GELU_TANH, HOP_OUT_BF16)
-  RUN_IF(CFG_LARGE, hop_large, HOP_BF16, HOP_ACT_GELU_ERF, HOP_OUT_BF16)
-  RUN_IF(CFG_LARGE, hop_large, HOP_BF16, HOP_ACT_SILU, HOP_OUT_BF16)
-  RUN_IF(CFG_LARGE, hop_large, HOP_BF16, HOP_ACT_SWIGLU, HOP_OUT_BF16)
-  RUN_IF(CFG_LARGE, hop_large, HOP_BF16, HOP_ACT_NONE, HOP_OUT_FP32)
-  RUN_IF(CFG_SMALL, hop_small, HOP_BF16, HOP_ACT_SWIGLU, HOP_OUT_BF16)
+    return launch_var<CFGID, DT, ACT, OUT>(var, plan, st);
+static cudaError_t launch_case(const gcase *c, int var, const hop_plan *plan, cudaStream_t st) {
+  RUN_IF(CFG_LARGE, HOP_BF16, HOP_ACT_NONE, HOP_OUT_BF16)
+  RUN_IF(CFG_LARGE, HOP_FP16, HOP_ACT_NONE, HOP_OUT_FP16)
+  RUN_IF(CFG_LARGE, HOP_TF32, HOP_ACT_NONE, HOP_OUT_FP32)
+  RUN_IF(CFG_SMALL, HOP_BF16, HOP_ACT_NONE, HOP_OUT_BF16)
+  RUN_IF(CFG_SMALL, HOP_FP16, HOP_ACT_NONE, HOP_OUT_FP16)
+  RUN_IF(CFG_SMALL, HOP_TF32, HOP_ACT_NONE, HOP_OUT_FP32)
+  RUN_IF(CFG_LARGE, HOP_BF16, HOP_ACT_RELU, HOP_OUT_BF16)
+  RUN_IF(CFG_LARGE, HOP_BF16, HOP_ACT_GELU_TANH, HOP_OUT_BF16)
+  RUN_IF(CFG_LARGE, HOP_BF16, HOP_ACT_GELU_ERF, HOP_OUT_BF16)
+  RUN_IF(CFG_LARGE, HOP_BF16, HOP_ACT_SILU, HOP_OUT_BF16)
+  RUN_IF(CFG_LARGE, HOP_BF16, HOP_ACT_SWIGLU, HOP_OUT_BF16)
+  RUN_IF(CFG_LARGE, HOP_BF16, HOP_ACT_NONE, HOP_OUT_FP32)
+  RUN_IF(CFG_SMALL, HOP_BF16, HOP_ACT_SWIGLU, HOP_OUT_BF16)
   return cudaErrorNotSupported;
 }
 #undef RUN_IF
@@ -417,7 +460,7 @@ static int pick_rows(const gcase *c, int g, int *out, uint32_t seed) {
 /* Check the engine's output of case c (in b->C) against the CPU. Returns
  * the number of bad elements (guards and expectations of the timeout
  * case included). */
-static int64_t check_case(const gcase *c, gbufs *b, uint32_t err_word) {
+static int64_t check_case(const gcase *c, gbufs *b, uint32_t err_word, int var) {
   const int os = out_esize(c->out);
   const int64_t celems = b->c_rows * b->n_out;
   void *hC = malloc(celems * os);
@@ -472,8 +515,8 @@ static int64_t check_case(const gcase *c, gbufs *b, uint32_t err_word) {
   }
   bad += x.bad;
   checked = x.checked;
-  printf("  %-58s %s (%lld elements checked, %lld bad)\n", c->name, bad ? "FAIL" : "ok", (long long)checked,
-         (long long)bad);
+  printf("  %-58s %-7s split %d: %s (%lld elements checked, %lld bad)\n", c->name, var_name(var),
+         b->plan.params.split_k, bad ? "FAIL" : "ok", (long long)checked, (long long)bad);
   free(rows);
   free(Bf);
   free(hC);
@@ -481,10 +524,10 @@ static int64_t check_case(const gcase *c, gbufs *b, uint32_t err_word) {
 }
 
 /* Poison, run once, sync, check. */
-static int64_t run_and_check(const gcase *c, gbufs *b) {
+static int64_t run_and_check(const gcase *c, gbufs *b, int var) {
   CUDA_CHECK(cudaMemset(b->C, 0xFF, b->c_rows * b->n_out * out_esize(c->out)));
   CUDA_CHECK(cudaMemset(b->error, 0, sizeof(uint32_t)));
-  cudaError_t e = launch_case(c, &b->plan, 0);
+  cudaError_t e = launch_case(c, var, &b->plan, 0);
   if (e != cudaSuccess) {
     printf("  %-58s LAUNCH FAILED: %s\n", c->name, cudaGetErrorString(e));
     return 1;
@@ -496,7 +539,7 @@ static int64_t run_and_check(const gcase *c, gbufs *b) {
   }
   uint32_t err = 0;
   CUDA_CHECK(cudaMemcpy(&err, b->error, sizeof(err), cudaMemcpyDeviceToHost));
-  return check_case(c, b, err);
+  return check_case(c, b, err, var);
 }
 
 /* ---- timing ------------------------------------------------------------------- */
@@ -523,21 +566,57 @@ static void cublas_case(const gcase *c, gbufs *b) {
   }
 }
 
-/* Median ms of `iters` runs of engine (which = 0) or cuBLAS (1), each after an L2 flush. */
-static float time_case(const gcase *c, gbufs *b, int which) {
+/* Reading a buffer of 2 x L2 evicts every line, and leaves L2 holding only
+ * clean lines: the timed kernel then pays no write-back (the memset flush
+ * leaves ~L2 bytes dirty, which the timed kernel's reads must write back to
+ * HBM first: 50 MB on an H200, as much as the small-M weights). */
+__global__ void read_flush_kernel(const int4 *p, size_t n, int *sink) {
+  int acc = 0;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    const int4 v = __ldcg(p + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x7FEEDBEE) *sink = acc; /* keeps the loads; never true for the zero-filled buffer */
+}
+
+/* Timing modes:
+ *   FLUSH_DIRTY  memset 2 x L2 before each run (v1's method; L2 left dirty)
+ *   FLUSH_CLEAN  read 2 x L2 of a never-written buffer before each run
+ *   BACK2BACK    B2B_LAUNCHES launches in a row between two events, / B2B_LAUNCHES
+ *                (launch-to-launch time; no flush, so data of the previous
+ *                launch that fits in L2 may still be there)                    */
+enum { FLUSH_DIRTY = 0, FLUSH_CLEAN = 1, BACK2BACK = 2 };
+#define B2B_LAUNCHES 20
+static void *g_flush_clean;
+static int *g_sink;
+
+static void run_once(const gcase *c, gbufs *b, int which, int var) {
+  if (which == 0) CUDA_CHECK(launch_case(c, var, &b->plan, 0));
+  else cublas_case(c, b);
+}
+
+/* Median ms of `iters` runs of engine (which = 0, variant var) or cuBLAS (1). */
+static float time_case(const gcase *c, gbufs *b, int which, int var, int mode) {
   cudaEvent_t e0, e1;
   CUDA_CHECK(cudaEventCreate(&e0));
   CUDA_CHECK(cudaEventCreate(&e1));
   const int iters = g_opt.iters;
   float *ms = (float *)malloc(sizeof(float) * iters);
   for (int i = -2; i < iters; i++) {
-    CUDA_CHECK(cudaMemsetAsync(g_flush, i & 0xFF, g_flush_bytes, 0));
+    if (mode == FLUSH_DIRTY) CUDA_CHECK(cudaMemsetAsync(g_flush, i & 0xFF, g_flush_bytes, 0));
+    if (mode == FLUSH_CLEAN) {
+      read_flush_kernel<<<4 * g_num_sms, 512>>>((const int4 *)g_flush_clean, g_flush_bytes / 16, g_sink);
+      CUDA_CHECK(cudaGetLastError());
+    }
+    const int n = mode == BACK2BACK ? B2B_LAUNCHES : 1;
     CUDA_CHECK(cudaEventRecord(e0, 0));
-    if (which == 0) CUDA_CHECK(launch_case(c, &b->plan, 0));
-    else cublas_case(c, b);
+    for (int r = 0; r < n; r++) run_once(c, b, which, var);
     CUDA_CHECK(cudaEventRecord(e1, 0));
     CUDA_CHECK(cudaEventSynchronize(e1));
-    if (i >= 0) CUDA_CHECK(cudaEventElapsedTime(&ms[i], e0, e1));
+    if (i >= 0) {
+      CUDA_CHECK(cudaEventElapsedTime(&ms[i], e0, e1));
+      ms[i] /= n;
+    }
   }
   qsort(ms, iters, sizeof(float), cmp_float);
   const float med = ms[iters / 2];
@@ -547,18 +626,32 @@ static float time_case(const gcase *c, gbufs *b, int which) {
   return med;
 }
 
-static void report_case(const gcase *c, gbufs *b) {
+/* cuBLAS times of one case (measured once, printed beside every variant). */
+struct cublas_times {
+  float dirty, clean, b2b;
+};
+
+static void report_case(const gcase *c, gbufs *b, int var, const cublas_times *tc) {
   const int64_t tot = b->row_off[c->G];
   int active = 0;
   for (int g = 0; g < c->G; g++) active += c->rows[g] > 0;
   const double flops = 2.0 * tot * c->N * c->K;
-  const double bytes = (double)tot * c->K * in_esize(c->dtype) + (double)active * c->N * c->K * in_esize(c->dtype) +
-                       (double)tot * b->n_out * out_esize(c->out);
-  CUDA_CHECK(cudaMalloc(&b->Cref, tot * c->N * out_esize(c->out) + 16));
-  const float te = time_case(c, b, 0);
-  const float tc = time_case(c, b, 1);
-  printf("  %-40s %-7s engine %8.3f ms %7.1f TFLOP/s %7.0f GB/s | cuBLAS %8.3f ms %7.1f TFLOP/s | engine/cuBLAS speed %.2f\n",
-         c->name, c->cfg == CFG_LARGE ? "128x256" : "64x128", te, flops / te * 1e-9, bytes / te * 1e-6, tc, flops / tc * 1e-9, tc / te);
+  const double wbytes = (double)active * c->N * c->K * in_esize(c->dtype);
+  const double bytes = (double)tot * c->K * in_esize(c->dtype) + wbytes + (double)tot * b->n_out * out_esize(c->out);
+  const float te = time_case(c, b, 0, var, FLUSH_DIRTY);
+  char cfgname[16];
+  snprintf(cfgname, sizeof(cfgname), "%s", var == VAR_PP ? "128x128pp" : c->cfg == CFG_LARGE ? "128x256" : "64x128");
+  printf("  %-34s %-7s %-9s engine %8.4f ms %7.1f TFLOP/s %6.0f GB/s | cuBLAS %8.4f ms %7.1f TFLOP/s | engine/cuBLAS %.2f\n",
+         c->name, var_name(var), cfgname, te, flops / te * 1e-9, bytes / te * 1e-6, tc->dirty, flops / tc->dirty * 1e-9,
+         tc->dirty / te);
+  if (c->shape == 2) { /* small-M: the flush method and the launch matter; weights-only bandwidth */
+    const float tcl = time_case(c, b, 0, var, FLUSH_CLEAN);
+    const float tbb = time_case(c, b, 0, var, BACK2BACK);
+    printf("  %-34s %-7s %-9s   weights %.1f MB: dirty-flush %6.0f GB/s | clean-flush %8.4f ms %6.0f GB/s"
+           " (cuBLAS %8.4f ms) | back-to-back x%d %8.4f ms %6.0f GB/s (cuBLAS %8.4f ms)\n",
+           "", "", "", wbytes * 1e-6, wbytes / te * 1e-6, tcl, wbytes / tcl * 1e-6, tc->clean, B2B_LAUNCHES, tbb,
+           wbytes / tbb * 1e-6, tc->b2b);
+  }
   fflush(stdout);
 }
 
@@ -584,6 +677,20 @@ static gcase make_case(const char *name, int dtype, int cfg, int act, int out, i
 static int out_of(int dtype) { return dtype == HOP_BF16 ? HOP_OUT_BF16 : dtype == HOP_FP16 ? HOP_OUT_FP16 : HOP_OUT_FP32; }
 
 static int want_dtype(int d) { return g_opt.dtype < 0 || g_opt.dtype == d; }
+
+/* Variants run on a case (every one is checked; the same ones are timed):
+ * v1 and w1 everywhere; pp on large-config cases; split-K on correctness
+ * cases and small-M (a dense/grouped split would only add workspace traffic). */
+static int case_variants(const gcase *c, int *v) {
+  int n = 0;
+  for (int var = 0; var < NUM_VARS; var++) {
+    if (!(g_opt.variants >> var & 1)) continue;
+    if (var == VAR_PP && c->cfg != CFG_LARGE) continue;
+    if ((var == VAR_SK2 || var == VAR_SK4) && (c->shape == 0 || c->shape == 1)) continue;
+    v[n++] = var;
+  }
+  return n;
+}
 static int want_shape(int s) { return g_opt.shape < 0 || g_opt.shape == s; }
 
 /* Correctness-only cases for one dtype (irregular sizes, epilogues, gating). */
@@ -659,7 +766,7 @@ static int bench_cases(int dt, gcase *v) {
 
 /* ---- --debug: tiny problems with known inputs ------------------------------------- */
 
-static int debug_one(int dt, int cfg, int M, int N, int K, int pattern) {
+static int debug_one(int dt, int cfg, int M, int N, int K, int pattern, int var) {
   const int es = in_esize(dt), o = out_of(dt), os = out_esize(o);
   float *a = (float *)malloc(sizeof(float) * M * K), *bb = (float *)malloc(sizeof(float) * N * K);
   for (int i = 0; i < M; i++)
@@ -684,17 +791,18 @@ static int debug_one(int dt, int cfg, int M, int N, int K, int pattern) {
   alloc_case(&c, &b); /* random fill, then overwritten with the pattern */
   CUDA_CHECK(cudaMemcpy(b.A, ha, (size_t)M * K * es, cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(b.B, hb, (size_t)N * K * es, cudaMemcpyHostToDevice));
-  CUDA_CHECK(plan_case(&c, &b, 1000000000ull));
+  CUDA_CHECK(plan_case(&c, &b, 1000000000ull, var));
   CUDA_CHECK(cudaMemset(b.C, 0xFF, b.c_rows * b.n_out * os));
   CUDA_CHECK(cudaMemset(b.error, 0, 4));
-  CUDA_CHECK(launch_case(&c, &b.plan, 0));
+  CUDA_CHECK(launch_case(&c, var, &b.plan, 0));
   CUDA_CHECK(cudaDeviceSynchronize());
   uint32_t err;
   CUDA_CHECK(cudaMemcpy(&err, b.error, 4, cudaMemcpyDeviceToHost));
   void *hc = malloc(b.c_rows * b.n_out * os);
   CUDA_CHECK(cudaMemcpy(hc, b.C, b.c_rows * b.n_out * os, cudaMemcpyDeviceToHost));
-  printf("debug %s %s %dx%dx%d pattern %d (%s): grid %d, smem %d B, error word %u\n", dtype_name(dt),
-         cfg == CFG_LARGE ? "large 128x256" : "small 64x128", M, N, K, pattern,
+  printf("debug %s %s %s (split %d) %dx%dx%d pattern %d (%s): grid %d, smem %d B, error word %u\n",
+         dtype_name(dt), cfg == CFG_LARGE ? "large 128x256" : "small 64x128", var_name(var),
+         b.plan.params.split_k, M, N, K, pattern,
          pattern == 0 ? "A = identity rows, C[i][n] = (n%16)*16 + i%16 for K=64" : "small integers",
          b.plan.grid, b.plan.smem_bytes, err);
   int bad = 0;
@@ -738,7 +846,8 @@ static int debug_one(int dt, int cfg, int M, int N, int K, int pattern) {
 
 static void usage(void) {
   printf("usage: gemm [--debug] [--check-only] [--quick] [--dtype bf16|fp16|tf32] "
-         "[--shape dense|grouped|smallm] [--iters N] [--seed S] [--threads T]\n");
+         "[--shape dense|grouped|smallm] [--variant v1,w1,pp,sk2,sk4] [--raster M] [--iters N] [--seed S] "
+         "[--threads T]\n");
 }
 
 int main(int argc, char **argv) {
@@ -747,6 +856,7 @@ int main(int argc, char **argv) {
   g_opt.iters = 10;
   g_opt.seed = 1234;
   g_opt.threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  g_opt.variants = (1u << NUM_VARS) - 1;
   for (int i = 1; i < argc; i++) {
     const char *s = argv[i];
     if (!strcmp(s, "--check-only")) g_opt.check_only = 1;
@@ -761,12 +871,28 @@ int main(int argc, char **argv) {
     } else if (!strcmp(s, "--iters") && i + 1 < argc) g_opt.iters = atoi(argv[++i]);
     else if (!strcmp(s, "--seed") && i + 1 < argc) g_opt.seed = (uint32_t)atoi(argv[++i]);
     else if (!strcmp(s, "--threads") && i + 1 < argc) g_opt.threads = atoi(argv[++i]);
+    else if (!strcmp(s, "--raster") && i + 1 < argc) g_opt.raster_m = atoi(argv[++i]);
+    else if (!strcmp(s, "--variant") && i + 1 < argc) {
+      char buf[128];
+      snprintf(buf, sizeof(buf), "%s", argv[++i]);
+      g_opt.variants = 0;
+      for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        int v = !strcmp(tok, "v1") ? VAR_V1 : !strcmp(tok, "w1") ? VAR_W1 : !strcmp(tok, "pp") ? VAR_PP
+              : !strcmp(tok, "sk2") ? VAR_SK2 : !strcmp(tok, "sk4") ? VAR_SK4 : -1;
+        if (v < 0) {
+          usage();
+          return 2;
+        }
+        g_opt.variants |= 1u << v;
+      }
+    }
     else {
       usage();
       return 2;
     }
   }
-  if (g_opt.dtype == -2 || g_opt.shape == -2 || g_opt.iters < 1 || g_opt.threads < 1) {
+  if (g_opt.dtype == -2 || g_opt.shape == -2 || g_opt.iters < 1 || g_opt.threads < 1 || !g_opt.variants ||
+      g_opt.raster_m < 0) {
     usage();
     return 2;
   }
@@ -783,11 +909,14 @@ int main(int argc, char **argv) {
 
   if (g_opt.debug) {
     int bad = 0;
-    bad += debug_one(HOP_BF16, CFG_SMALL, 64, 64, 64, 0);
-    bad += debug_one(HOP_BF16, CFG_LARGE, 128, 256, 64, 0);
-    bad += debug_one(HOP_BF16, CFG_LARGE, 128, 256, 192, 1);
-    bad += debug_one(HOP_TF32, CFG_LARGE, 128, 256, 64, 0);
-    bad += debug_one(HOP_FP16, CFG_SMALL, 64, 128, 128, 1);
+    for (int var = 0; var < NUM_VARS; var++) {
+      if (!(g_opt.variants >> var & 1)) continue;
+      if (var != VAR_PP) bad += debug_one(HOP_BF16, CFG_SMALL, 64, 64, 64, 0, var);
+      bad += debug_one(HOP_BF16, CFG_LARGE, 128, 256, 64, 0, var);
+      bad += debug_one(HOP_BF16, CFG_LARGE, 128, 256, 192, 1, var);
+      bad += debug_one(HOP_TF32, CFG_LARGE, 128, 256, 64, 0, var);
+      if (var != VAR_PP) bad += debug_one(HOP_FP16, CFG_SMALL, 64, 128, 128, 1, var);
+    }
     printf(bad ? "debug: MISMATCHES\n" : "debug: all results match\n");
     return bad ? 1 : 0;
   }
@@ -804,17 +933,24 @@ int main(int argc, char **argv) {
     if (!want_dtype(dt)) continue;
     nc += bench_cases(dt, cases + nc);
   }
-  printf("correctness (%d cases; timed shapes checked on sampled rows):\n", nc);
+  printf("correctness (%d cases, each in every variant it is timed in; timed shapes checked on sampled rows):\n", nc);
   int64_t bad = 0;
+  int nchecked = 0;
   for (int i = 0; i < nc; i++) {
     gbufs b;
     alloc_case(&cases[i], &b);
-    cudaError_t e = plan_case(&cases[i], &b, cases[i].timeout_group >= 0 ? 200000ull : 2000000000ull);
-    if (e != cudaSuccess) {
-      printf("  %-58s PLAN FAILED: %s\n", cases[i].name, cudaGetErrorString(e));
-      bad++;
-    } else {
-      bad += run_and_check(&cases[i], &b);
+    int vars[NUM_VARS];
+    const int nv = case_variants(&cases[i], vars);
+    for (int vi = 0; vi < nv; vi++) {
+      cudaError_t e = plan_case(&cases[i], &b, cases[i].timeout_group >= 0 ? 200000ull : 2000000000ull, vars[vi]);
+      if (e != cudaSuccess) {
+        printf("  %-58s %-7s PLAN FAILED: %s\n", cases[i].name, var_name(vars[vi]), cudaGetErrorString(e));
+        bad++;
+      } else {
+        bad += run_and_check(&cases[i], &b, vars[vi]);
+        nchecked++;
+      }
+      hop_plan_destroy(&b.plan);
     }
     free_case(&b);
   }
@@ -822,22 +958,39 @@ int main(int argc, char **argv) {
     printf("MISMATCHES: %lld bad elements; no timing\n", (long long)bad);
     return 1;
   }
-  printf("all results match\n");
+  printf("all results match (%d case x variant runs)\n", nchecked);
   if (g_opt.check_only) return 0;
 
   /* 2. timings */
   CUBLAS_CHECK(cublasCreate(&g_cublas));
   g_flush_bytes = (size_t)g_l2_bytes * 2;
   CUDA_CHECK(cudaMalloc(&g_flush, g_flush_bytes));
-  printf("timing (median of %d, L2 flushed before each run; GB/s counts A + B + C once):\n", g_opt.iters);
+  CUDA_CHECK(cudaMalloc(&g_flush_clean, g_flush_bytes));
+  CUDA_CHECK(cudaMemset(g_flush_clean, 0, g_flush_bytes));
+  CUDA_CHECK(cudaMalloc(&g_sink, sizeof(int)));
+  printf("timing (median of %d, L2 flushed by a %zu MB memset before each run unless said; GB/s counts A + B + C once;\n"
+         "        small-M adds a clean (read) flush and %d back-to-back launches):\n",
+         g_opt.iters, g_flush_bytes >> 20, B2B_LAUNCHES);
   for (int i = first_bench; i < nc; i++) {
     gbufs b;
     alloc_case(&cases[i], &b);
-    CUDA_CHECK(plan_case(&cases[i], &b, 2000000000ull));
-    report_case(&cases[i], &b);
+    CUDA_CHECK(cudaMalloc(&b.Cref, b.row_off[cases[i].G] * cases[i].N * out_esize(cases[i].out) + 16));
+    cublas_times tc;
+    tc.dirty = time_case(&cases[i], &b, 1, 0, FLUSH_DIRTY);
+    tc.clean = cases[i].shape == 2 ? time_case(&cases[i], &b, 1, 0, FLUSH_CLEAN) : 0.f;
+    tc.b2b = cases[i].shape == 2 ? time_case(&cases[i], &b, 1, 0, BACK2BACK) : 0.f;
+    int vars[NUM_VARS];
+    const int nv = case_variants(&cases[i], vars);
+    for (int vi = 0; vi < nv; vi++) {
+      CUDA_CHECK(plan_case(&cases[i], &b, 2000000000ull, vars[vi]));
+      report_case(&cases[i], &b, vars[vi], &tc);
+      hop_plan_destroy(&b.plan);
+    }
     free_case(&b);
   }
   cublasDestroy(g_cublas);
   cudaFree(g_flush);
+  cudaFree(g_flush_clean);
+  cudaFree(g_sink);
   return 0;
 }

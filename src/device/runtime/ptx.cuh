@@ -113,6 +113,18 @@ static __device__ __forceinline__ void ptx_mbar_arrive(uint64_t *bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(ptx_smem_addr(bar)) : "memory");
 }
 
+/* Arrive once (release, CTA scope) where `pred` is nonzero; every thread of
+ * the warp executes the instruction (predicated, not a branch), so no
+ * divergent path is opened while wgmma batches are still in flight (ptxas
+ * would otherwise serialise them: warning C7518). */
+static __device__ __forceinline__ void ptx_mbar_arrive_pred(uint64_t *bar, uint32_t pred) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(
+          ptx_smem_addr(bar)),
+      "r"(pred)
+      : "memory");
+}
+
 /* One bounded probe (acquire, CTA scope): 1 once the phase with parity
  * `parity` has completed. The hardware may suspend the thread a while inside
  * the probe; callers loop. */
@@ -180,6 +192,57 @@ static __device__ __forceinline__ void ptx_wgmma_commit(void) {
 /* Wait until at most N committed wgmma batches are still pending. */
 template <int N> static __device__ __forceinline__ void ptx_wgmma_wait(void) {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+/* Named barrier `id` (1..15; 0 is __syncthreads) over `nthreads` threads
+ * (a multiple of 32) of the CTA; orders their shared and global accesses at
+ * CTA scope like __syncthreads does for the whole block. */
+static __device__ __forceinline__ void ptx_named_bar_sync(uint32_t id, uint32_t nthreads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(nthreads) : "memory");
+}
+
+/* Arrive on named barrier `id` without waiting, where `pred` is nonzero
+ * (predicated: the same value across the warp; no branch is opened). The
+ * barrier completes when `nthreads` threads have arrived or synced on it:
+ * a producer/consumer handshake between warpgroups (bar.arrive here,
+ * ptx_named_bar_sync there). Orders this thread's earlier shared/global
+ * accesses before the waiters' later ones (CTA scope). */
+static __device__ __forceinline__ void ptx_named_bar_arrive_pred(uint32_t id, uint32_t nthreads, uint32_t pred) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p bar.arrive %0, %1;\n}\n" ::"r"(id), "r"(nthreads),
+               "r"(pred)
+               : "memory");
+}
+
+/* Acquire-release fence at GPU scope (= __threadfence): this thread's
+ * earlier accesses are ordered before its later ones for every thread of
+ * the GPU that synchronises with it. */
+static __device__ __forceinline__ void ptx_fence_acq_rel_gpu(void) {
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+}
+
+/* Atomic add at GPU scope with acquire-release semantics; returns the old
+ * value (split-K arrival counters: release my partial, acquire the others'). */
+static __device__ __forceinline__ uint32_t ptx_atom_add_acq_rel_gpu_u32(uint32_t *p, uint32_t v) {
+  uint32_t old;
+  asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+
+/* Relaxed store at GPU scope (resetting a counter nobody else touches until
+ * the next kernel). */
+static __device__ __forceinline__ void ptx_st_relaxed_gpu_u32(uint32_t *p, uint32_t v) {
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+/* 16-byte load of four floats that bypasses L1 (partials other SMs wrote in
+ * this kernel); ordered after earlier fences by the memory clobber. */
+static __device__ __forceinline__ float4 ptx_ld_cg_f4(const float4 *p) {
+  float4 v;
+  asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
 }
 
 /* Compiler-only fence on an accumulator register: keeps the compiler from

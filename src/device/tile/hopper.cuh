@@ -14,10 +14,21 @@
  *            counter, and issues two TMA loads (A box, B box) per stage
  * Stages form a ring in shared memory; stage s has two mbarriers:
  *   full[s]   1 arrival (producer's arrive.expect_tx) + the TMA bytes
- *   empty[s]  one arrival per consumer warp (8) after its wgmmas read s
- * Tasks (output tiles BM x BN of one group) are numbered group by group;
- * block b takes tasks b, b + gridDim.x, ... (static persistent schedule),
- * producer and consumers walk the same sequence independently.
+ *   empty[s]  one arrival per consumer warp that reads s (8; ping-pong 4)
+ *             after its wgmmas read s
+ * Tasks (output tiles BM x BN of one group, times split_k K slices) are
+ * numbered group by group; block b takes tasks b, b + gridDim.x, ... (static
+ * persistent schedule), producer and consumers walk the same sequence
+ * independently.
+ *
+ * Mainloop schedules (hop_cfg::ml, docs/tile.md "v2"):
+ *   HOP_ML_V1        cooperative: both consumer WGs on one tile, wgmma.wait_group 0
+ *                    each stage (v1, kept for comparison)
+ *   HOP_ML_COOP      cooperative, one wgmma batch in flight (wait_group 1, the
+ *                    previous stage released after the wait); optional split-K
+ *   HOP_ML_PINGPONG  each consumer WG owns a whole tile (128 x BN, two m64 halves):
+ *                    tasks alternate WG 0, 1, 0, ... so one WG's epilogue runs
+ *                    while the other's mainloop keeps the tensor cores busy
  *
  * Shared-memory operand layout (what TMA writes, what wgmma reads): a stage
  * holds A as BM rows and B as BN rows of 128 bytes each (BK = 64 16-bit or
@@ -65,28 +76,44 @@ enum hop_act {
  * kernel). A timed-out task is skipped: its output rows are not written. */
 #define HOP_ERR_TIMEOUT 1u
 
+/* Named barriers (0 is __syncthreads): split-K arrival handshake of the two
+ * consumer WGs; ping-pong order barriers HOP_BAR_ORDER + wg. */
+#define HOP_BAR_SPLITK 1
+#define HOP_BAR_ORDER 2
+
+/* Consumer schedule of a configuration (see the file comment). */
+enum hop_mainloop { HOP_ML_V1 = 0, HOP_ML_COOP = 1, HOP_ML_PINGPONG = 2 };
+
 /* ---- tile configuration ----------------------------------------------------
  * One struct per kernel instance; every resource number lives here.
- *   BM x BN   output tile; BM = 128: each consumer WG owns 64 rows x BN
- *             columns; BM = 64 (small-M): both own the 64 rows, WG w takes
- *             columns [w*BN/2, (w+1)*BN/2)
+ *   BM x BN   output tile. Cooperative (V1, COOP): BM = 128: each consumer
+ *             WG owns 64 rows x BN columns; BM = 64 (small-M): both own the
+ *             64 rows, WG w takes columns [w*BN/2, (w+1)*BN/2).
+ *             PINGPONG: BM = 128, one WG owns all 128 rows x BN (two m64
+ *             wgmmas per K step), the other WG the next task.
  *   BK        K per stage = one 128-byte swizzle row
- *   STAGES    ring depth                                                       */
-template <int DT, int BM_, int BN_, int STAGES_> struct hop_cfg {
+ *   STAGES    ring depth
+ *   ML        hop_mainloop                                                      */
+template <int DT, int BM_, int BN_, int STAGES_, int ML_ = HOP_ML_V1> struct hop_cfg {
   static constexpr int dtype = DT;
   static constexpr int esize = DT == HOP_TF32 ? 4 : 2;
-  static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_;
+  static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_, ml = ML_;
   static constexpr int BK = 128 / esize;   /* 64 (16-bit) or 32 (fp32) */
   static constexpr int KSTEP = 32 / esize; /* K of one wgmma: 16 or 8 */
   static constexpr int consumer_wgs = 2;
   static constexpr int threads = 128 * (consumer_wgs + 1);
-  static constexpr int WG_N = BM == 128 ? BN : BN / 2; /* wgmma N of each consumer WG */
-  static constexpr int acc_regs = WG_N / 2;           /* fp32 accumulators per thread */
+  static constexpr bool pingpong = ML_ == HOP_ML_PINGPONG;
+  static constexpr int WG_M = pingpong ? BM : 64;                   /* rows of each consumer WG */
+  static constexpr int WG_N = pingpong || BM == 128 ? BN : BN / 2; /* wgmma N of each consumer WG */
+  static constexpr int m_halves = WG_M / 64;                        /* m64 wgmmas per K step */
+  static constexpr int acc_regs = m_halves * WG_N / 2;              /* fp32 accumulators per thread */
   /* registers: 65536 / 384 threads = 170 -> 168 at entry; the producer WG gives
    * (168 - 40) * 128 = 16384 back, the consumers take (232 - 168) * 256 = 16384 */
   static constexpr int entry_regs = (65536 / threads) & ~7;
   static constexpr int producer_regs = 40, consumer_regs = 232;
-  static constexpr int empty_arrivals = consumer_wgs * 4; /* one per consumer warp */
+  /* one arrival per consumer warp that reads a stage: both WGs, or (ping-pong)
+   * the 4 warps of the WG that owns the stage's task */
+  static constexpr int empty_arrivals = pingpong ? 4 : consumer_wgs * 4;
   /* shared memory, offsets from a 1024-aligned base */
   static constexpr int a_stage_bytes = BM * 128, b_stage_bytes = BN * 128;
   static constexpr int stage_bytes = a_stage_bytes + b_stage_bytes; /* = TMA bytes per stage */
@@ -94,9 +121,12 @@ template <int DT, int BM_, int BN_, int STAGES_> struct hop_cfg {
   static constexpr int b_offset = STAGES * a_stage_bytes;
   static constexpr int bar_offset = STAGES * stage_bytes;      /* full[STAGES], empty[STAGES] */
   static constexpr int flag_offset = bar_offset + 16 * STAGES; /* u32 task status per stage */
-  static constexpr int smem_bytes = 1024 /* alignment slack */ + flag_offset + 4 * STAGES;
+  static constexpr int sk_offset = flag_offset + 4 * STAGES;   /* u32 split-K "this WG pair writes" */
+  static constexpr int smem_bytes = 1024 /* alignment slack */ + sk_offset + 16;
 
   static_assert(BM == 64 || BM == 128, "BM: 64 (small-M) or 128");
+  static_assert(!pingpong || BM == 128, "ping-pong: one WG owns 128 rows (two m64 halves)");
+  static_assert(acc_regs <= 128, "accumulators must leave room in 232 registers");
   static_assert(WG_N == 64 || WG_N == 128 || WG_N == 256, "wgmma N per warpgroup: 64, 128, 256");
   static_assert(BN <= 256 && BM <= 256, "TMA box dims <= 256");
   static_assert(BK * esize == 128, "128B swizzle: inner box = 128 bytes");
@@ -117,6 +147,14 @@ template <int DT, int BM_, int BN_, int STAGES_> struct hop_cfg {
  *           many N tiles so every SM streams weights                        */
 template <int DT> struct hop_large : hop_cfg<DT, 128, 256, 4> {};
 template <int DT> struct hop_small : hop_cfg<DT, 64, 128, 8> {};
+/* v2 (docs/tile.md): the same shapes with one wgmma batch in flight
+ * (and split-K available), and the ping-pong tile:
+ *   large_w1  128 x 256, 4 x 48 KB, cooperative, wait_group 1
+ *   small_w1   64 x 128, 8 x 24 KB, cooperative, wait_group 1 (+ split-K)
+ *   pp        128 x 128 per WG, 6 x 32 KB = 192 KB, ping-pong               */
+template <int DT> struct hop_large_w1 : hop_cfg<DT, 128, 256, 4, HOP_ML_COOP> {};
+template <int DT> struct hop_small_w1 : hop_cfg<DT, 64, 128, 8, HOP_ML_COOP> {};
+template <int DT> struct hop_pp : hop_cfg<DT, 128, 128, 6, HOP_ML_PINGPONG> {};
 
 /* ---- problem description (device memory / kernel parameter) -------------- */
 
@@ -144,7 +182,14 @@ struct hop_params {
   const CUtensorMap *group_maps; /* grouped: [2 * num_groups] (A_g, B_g), or NULL */
   const hop_group *groups;       /* [num_groups]                               */
   int32_t num_groups;
-  int32_t total_tiles;           /* tasks over all groups                      */
+  int32_t total_tiles;           /* output tiles over all groups               */
+  int32_t total_tasks;           /* total_tiles * split_k                      */
+  int32_t split_k;               /* K slices per tile (1 = none; COOP only)    */
+  int32_t kb_per_split;          /* k-blocks of one slice (last one may be shorter) */
+  int32_t nkb;                   /* k-blocks of K: ceil(K / BK)                */
+  float *workspace;              /* split-K: [total_tiles][split_k][BM*BN] fp32 partials,
+                                    each slice in the consumers' fragment order (hop_splitk_finish) */
+  uint32_t *counters;            /* split-K: [total_tiles] arrivals, 0 between launches */
   int32_t n_tiles;               /* ceil(N / BN)                               */
   int32_t raster_m;              /* m-blocks per raster band (L2 reuse)        */
   int32_t n, k;                  /* N = rows of B; K                           */
@@ -218,6 +263,9 @@ struct hop_task {
   int32_t m_blk; /* BM-row block inside the group            */
   int32_t n_blk; /* BN-column block                          */
   int32_t rows;  /* the group's M_g (rows >= M_g are skipped) */
+  int32_t tile;  /* output tile index (split-K workspace and counter) */
+  int32_t slice; /* K slice of the tile (0 without split-K)  */
+  int32_t kb0, kb1; /* k-blocks [kb0, kb1) of this task      */
 };
 
 /* Per-role cursor over this block's tasks: blockIdx.x, + gridDim.x, ... */
@@ -241,12 +289,19 @@ template <class CFG>
 static __device__ __forceinline__ int hop_sched_next(hop_sched *s, const hop_params &p,
                                                      hop_task *t) {
   const int task = s->next;
-  if (task >= p.total_tiles) return 0;
+  int tile = task, slice = 0;
+  if (CFG::ml == HOP_ML_V1) {
+    if (task >= p.total_tiles) return 0;
+  } else {
+    if (task >= p.total_tasks) return 0;
+    tile = task / p.split_k; /* the slices of a tile are consecutive tasks: */
+    slice = task - tile * p.split_k; /* they run side by side on neighbouring blocks */
+  }
   s->next += gridDim.x;
-  while (s->group + 1 < p.num_groups && task >= p.groups[s->group + 1].tile_begin) s->group++;
+  while (s->group + 1 < p.num_groups && tile >= p.groups[s->group + 1].tile_begin) s->group++;
   const hop_group *g = &p.groups[s->group];
   const int rows = g->rows;
-  const int local = task - g->tile_begin;
+  const int local = tile - g->tile_begin;
   const int m_tiles = (rows + CFG::BM - 1) / CFG::BM;
   const int band = p.raster_m * p.n_tiles;
   const int m0 = (local / band) * p.raster_m;
@@ -256,6 +311,15 @@ static __device__ __forceinline__ int hop_sched_next(hop_sched *s, const hop_par
   t->m_blk = m0 + in % band_m;
   t->n_blk = in / band_m;
   t->rows = rows;
+  t->tile = tile;
+  t->slice = slice;
+  if (CFG::ml == HOP_ML_V1) {
+    t->kb0 = 0;
+    t->kb1 = p.nkb;
+  } else {
+    t->kb0 = slice * p.kb_per_split;
+    t->kb1 = min(p.nkb, t->kb0 + p.kb_per_split);
+  }
   return 1;
 }
 
@@ -269,19 +333,22 @@ struct hop_smem {
   uint8_t *b;              /* STAGES x b_stage_bytes      */
   uint64_t *full, *empty;  /* STAGES mbarriers each       */
   volatile uint32_t *flag; /* STAGES: 1 = task skipped (timeout), written on its first stage */
+  volatile uint32_t *sk;   /* split-K: 1 = this block's consumers reduce and write the tile */
 };
 
 /* Producer: one thread. Per task: bounded readiness wait, then for each
- * k-block wait for a free stage, arm full[s] with the stage's bytes and issue
- * the A and B boxes. A skipped task still takes one stage (flag = 1, plain
- * arrive) so consumers learn it in order. */
+ * k-block of the task wait for a free stage, arm full[s] with the stage's
+ * bytes and issue the A and B boxes. A skipped task still takes stages
+ * (flag = 1 on its first, plain arrives) so consumers learn it in order:
+ * one stage in v1, all of its k-blocks otherwise (every task then takes
+ * exactly kb1 - kb0 stages, which the ping-pong WGs rely on to skip the
+ * other WG's tasks in the ring). */
 template <class CFG>
 static __device__ __forceinline__ void hop_producer(const hop_params &p, const hop_smem &sm) {
   hop_sched sc = hop_sched_init();
   hop_task t;
   uint32_t stage = 0, phase = 0;
   int fenced_group = -1;
-  const int nkb = (p.k + CFG::BK - 1) / CFG::BK;
   while (hop_sched_next<CFG>(&sc, p, &t)) {
     const CUtensorMap *ma = &p.a, *mb = &p.b;
     if (p.group_maps) {
@@ -301,9 +368,9 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
                           p.error);
       if (ok) ptx_fence_proxy_async_global(); /* TMA reads after the acquire */
     }
-    for (int kb = 0; kb < nkb; kb++) {
+    for (int kb = t.kb0; kb < t.kb1; kb++) {
       hop_mbar_wait(&sm.empty[stage], phase ^ 1); /* fresh barrier: parity 1 passes */
-      if (kb == 0) sm.flag[stage] = ok ? 0u : 1u;
+      if (kb == t.kb0) sm.flag[stage] = ok ? 0u : 1u;
       if (ok) {
         ptx_mbar_arrive_expect_tx(&sm.full[stage], CFG::stage_bytes);
         ptx_tma_load_2d(sm.a + stage * CFG::a_stage_bytes, ma, &sm.full[stage], kb * CFG::BK,
@@ -317,8 +384,145 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
         stage = 0;
         phase ^= 1;
       }
-      if (!ok) break;
+      if (!ok && CFG::ml == HOP_ML_V1) break;
     }
+  }
+}
+
+/* Fence the compiler's view of every accumulator (no instruction). */
+template <int N> static __device__ __forceinline__ void hop_acc_fence(float *acc) {
+#pragma unroll
+  for (int i = 0; i < N; i++) ptx_reg_fence(acc[i]);
+}
+
+/* Issue one stage's wgmmas of a consumer WG: K steps x m64 halves.
+ * `first` = first k-block of the task (scale-d = 0 on its first K step). */
+template <class CFG>
+static __device__ __forceinline__ void hop_mma_stage(float *acc, uint64_t da0, uint64_t db0,
+                                                     uint32_t stage, int first) {
+#pragma unroll
+  for (int k = 0; k < CFG::BK / CFG::KSTEP; k++) {
+#pragma unroll
+    for (int h = 0; h < CFG::m_halves; h++) {
+      /* +32 bytes per K step, +64 rows of 128 bytes per m half; the
+       * descriptor address field counts 16 bytes */
+      const uint64_t da = da0 + (uint64_t)((stage * CFG::a_stage_bytes + h * 64 * 128 + k * 32) >> 4);
+      const uint64_t db = db0 + (uint64_t)((stage * CFG::b_stage_bytes + k * 32) >> 4);
+      hop_wgmma<CFG::dtype, CFG::WG_N>(acc + h * (CFG::WG_N / 2), da, db, !(first && k == 0));
+    }
+  }
+}
+
+/* One task's mainloop of a consumer WG with one wgmma batch in flight:
+ * batch kb is issued before the wait for batch kb-1, whose stage is then
+ * released. On return every batch has completed and every stage of the task
+ * is released. Returns 1 when the task was skipped (flag on its first stage;
+ * its stages are released without math and acc is untouched).
+ * Ping-pong: once the task's last full barrier has been passed (last batch
+ * issued, or skipped task drained), arrive on named barrier sig_bar when
+ * `sig` (the other WG may then start waiting on the next task's stages). */
+template <class CFG>
+static __device__ __forceinline__ int hop_mainloop_w1(float *acc, const hop_smem &sm, uint64_t da0,
+                                                      uint64_t db0, const hop_task &t, uint32_t &stage,
+                                                      uint32_t &phase, uint32_t sig_bar, uint32_t sig) {
+  const int lane = threadIdx.x & 31;
+  /* the task's first stage says whether it was skipped: decide before any
+   * wgmma is in flight, so the mma loop below has no data-dependent branch */
+  hop_mbar_wait(&sm.full[stage], phase);
+  if (sm.flag[stage] != 0) {
+    for (int kb = t.kb0; kb < t.kb1; kb++) {
+      if (kb != t.kb0) hop_mbar_wait(&sm.full[stage], phase);
+      if (lane == 0) ptx_mbar_arrive(&sm.empty[stage]);
+      if (++stage == CFG::STAGES) {
+        stage = 0;
+        phase ^= 1;
+      }
+    }
+    ptx_named_bar_arrive_pred(sig_bar, 128 * CFG::consumer_wgs, sig);
+    return 1;
+  }
+  uint32_t prev = stage;
+  for (int kb = t.kb0; kb < t.kb1; kb++) {
+    if (kb != t.kb0) hop_mbar_wait(&sm.full[stage], phase);
+    hop_acc_fence<CFG::acc_regs>(acc);
+    ptx_wgmma_fence();
+    hop_mma_stage<CFG>(acc, da0, db0, stage, kb == t.kb0);
+    ptx_wgmma_commit();
+    hop_acc_fence<CFG::acc_regs>(acc);
+    ptx_wgmma_wait<1>(); /* batch kb-1 done: its stage can be refilled */
+    hop_acc_fence<CFG::acc_regs>(acc);
+    ptx_mbar_arrive_pred(&sm.empty[prev], kb != t.kb0 && lane == 0);
+    prev = stage;
+    if (++stage == CFG::STAGES) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+  ptx_named_bar_arrive_pred(sig_bar, 128 * CFG::consumer_wgs, sig);
+  ptx_wgmma_wait<0>();
+  hop_acc_fence<CFG::acc_regs>(acc); /* no read before the wait */
+  ptx_mbar_arrive_pred(&sm.empty[prev], lane == 0);
+  return 0;
+}
+
+/* Split-K completion of one tile by the 256 consumer threads (cooperative
+ * schedules). Every slice stores its fp32 partial to the workspace in
+ * fragment order (float4 i of consumer thread c at [i][c]: each warp store
+ * is 512 contiguous bytes), then one thread counts the arrival on the
+ * tile's counter (acq_rel, GPU scope; +1, or +1 + 2^16 for a skipped slice).
+ * The slice that arrives last (whatever its index) sums slices 0, 1, ...,
+ * S-1 in that order from the workspace, so the result does not depend on
+ * arrival order, resets the counter for the next launch and runs the
+ * epilogue, unless a slice was skipped (then the tile stays unwritten, as
+ * any skipped task). The sum is formed and written 64 columns at a time in
+ * a separate array: writing it back into acc would make ptxas serialise
+ * every wgmma of the kernel (C7515, non-wgmma definitions of accumulators). */
+template <class CFG, int ACT, int OUT>
+static __device__ __forceinline__ void hop_splitk_finish(const float *acc, const hop_params &p,
+                                                         const hop_smem &sm, const hop_task &t,
+                                                         int skipped, int row_off, int col_off) {
+  constexpr int NV = CFG::acc_regs / 4, NT = 128 * CFG::consumer_wgs;
+  const int c = threadIdx.x; /* consumer threads are 0 .. NT-1 */
+  float4 *const ws = (float4 *)p.workspace + (size_t)t.tile * p.split_k * (NV * NT) + c;
+  if (!skipped) {
+    float4 *dst = ws + (size_t)t.slice * (NV * NT);
+#pragma unroll
+    for (int i = 0; i < NV; i++) dst[i * NT] = make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]);
+    ptx_fence_acq_rel_gpu();
+  }
+  ptx_named_bar_sync(HOP_BAR_SPLITK, NT);
+  if (c == 0) {
+    const uint32_t add = skipped ? 1u + (1u << 16) : 1u;
+    const uint32_t now = ptx_atom_add_acq_rel_gpu_u32(&p.counters[t.tile], add) + add;
+    const int last = (int)(now & 0xFFFFu) == p.split_k;
+    if (last) ptx_st_relaxed_gpu_u32(&p.counters[t.tile], 0u); /* all S arrived: nobody else touches it */
+    *sm.sk = last && (now >> 16) == 0;
+  }
+  ptx_named_bar_sync(HOP_BAR_SPLITK, NT);
+  /* *sm.sk is next written by thread 0 after the first barrier of this
+   * block's next split task, which every consumer thread reaches after this read */
+  if (!*sm.sk) return;
+  ptx_fence_acq_rel_gpu();
+  static_assert(NV % 8 == 0, "64-column blocks (8 float4 = 8 chunks of 8 columns)");
+#pragma unroll
+  for (int blk = 0; blk < NV / 8; blk++) {
+    float sum[32]; /* chunks 8*blk .. 8*blk+7 of the fragment = 64 columns */
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      float4 v = ptx_ld_cg_f4(ws + (8 * blk + i) * NT);
+      for (int s = 1; s < p.split_k; s++) { /* slices in index order: deterministic */
+        const float4 w = ptx_ld_cg_f4(ws + ((size_t)s * NV + 8 * blk + i) * NT);
+        v.x += w.x;
+        v.y += w.y;
+        v.z += w.z;
+        v.w += w.w;
+      }
+      sum[4 * i] = v.x;
+      sum[4 * i + 1] = v.y;
+      sum[4 * i + 2] = v.z;
+      sum[4 * i + 3] = v.w;
+    }
+    hop_epilogue<CFG, ACT, OUT, 32>(sum, p, t, row_off, col_off + 64 * blk);
   }
 }
 
@@ -329,45 +533,75 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
                                                     int wg) {
   const int lane = threadIdx.x & 31;
   /* this WG's operand offsets inside a stage */
-  const int a_off = CFG::BM == 128 ? wg * 64 * 128 : 0;
-  const int b_off = CFG::BM == 128 ? 0 : wg * CFG::WG_N * 128;
+  const int a_off = CFG::BM == 128 && !CFG::pingpong ? wg * 64 * 128 : 0;
+  const int b_off = CFG::BM == 128 || CFG::pingpong ? 0 : wg * CFG::WG_N * 128;
+  /* this WG's part of the tile (cooperative): rows/cols offsets */
+  const int row_off = CFG::BM == 128 && !CFG::pingpong ? wg * 64 : 0;
+  const int col_off = CFG::BM == 128 || CFG::pingpong ? 0 : wg * CFG::WG_N;
   const uint64_t da0 = hop_desc(sm.a + a_off), db0 = hop_desc(sm.b + b_off);
   float acc[CFG::acc_regs];
   hop_sched sc = hop_sched_init();
   hop_task t;
   uint32_t stage = 0, phase = 0;
-  const int nkb = (p.k + CFG::BK - 1) / CFG::BK;
-  while (hop_sched_next<CFG>(&sc, p, &t)) {
-    int skipped = 0;
-    for (int kb = 0; kb < nkb; kb++) {
-      hop_mbar_wait(&sm.full[stage], phase);
-      if (kb == 0) skipped = sm.flag[stage] != 0;
-      if (!skipped) {
-#pragma unroll
-        for (int i = 0; i < CFG::acc_regs; i++) ptx_reg_fence(acc[i]);
-        ptx_wgmma_fence();
-#pragma unroll
-        for (int k = 0; k < CFG::BK / CFG::KSTEP; k++) {
-          /* +32 bytes per K step; descriptor address field counts 16 bytes */
-          const uint64_t da = da0 + (uint64_t)((stage * CFG::a_stage_bytes + k * 32) >> 4);
-          const uint64_t db = db0 + (uint64_t)((stage * CFG::b_stage_bytes + k * 32) >> 4);
-          hop_wgmma<CFG::dtype, CFG::WG_N>(acc, da, db, (kb | k) != 0);
+  if (CFG::ml == HOP_ML_V1) { /* ---- v1: wait_group 0 every stage ---- */
+    while (hop_sched_next<CFG>(&sc, p, &t)) {
+      int skipped = 0;
+      for (int kb = 0; kb < t.kb1; kb++) {
+        hop_mbar_wait(&sm.full[stage], phase);
+        if (kb == 0) skipped = sm.flag[stage] != 0;
+        if (!skipped) {
+          hop_acc_fence<CFG::acc_regs>(acc);
+          ptx_wgmma_fence();
+          hop_mma_stage<CFG>(acc, da0, db0, stage, kb == 0);
+          ptx_wgmma_commit();
+          hop_acc_fence<CFG::acc_regs>(acc);
+          ptx_wgmma_wait<0>(); /* this stage's reads are done: hand it back */
+          hop_acc_fence<CFG::acc_regs>(acc); /* no read before the wait */
         }
-        ptx_wgmma_commit();
-#pragma unroll
-        for (int i = 0; i < CFG::acc_regs; i++) ptx_reg_fence(acc[i]);
-        ptx_wgmma_wait<0>(); /* this stage's reads are done: hand it back */
-#pragma unroll
-        for (int i = 0; i < CFG::acc_regs; i++) ptx_reg_fence(acc[i]); /* no read before the wait */
+        if (lane == 0) ptx_mbar_arrive(&sm.empty[stage]);
+        if (++stage == CFG::STAGES) {
+          stage = 0;
+          phase ^= 1;
+        }
+        if (skipped) break;
       }
-      if (lane == 0) ptx_mbar_arrive(&sm.empty[stage]);
-      if (++stage == CFG::STAGES) {
-        stage = 0;
-        phase ^= 1;
-      }
-      if (skipped) break;
+      if (!skipped) hop_epilogue<CFG, ACT, OUT, CFG::acc_regs>(acc, p, t, row_off, col_off);
     }
-    if (!skipped) hop_epilogue<CFG, ACT, OUT>(acc, p, t, wg);
+  } else if (CFG::ml == HOP_ML_COOP) { /* ---- both WGs on each task, one batch in flight ---- */
+    while (hop_sched_next<CFG>(&sc, p, &t)) {
+      const int skipped = hop_mainloop_w1<CFG>(acc, sm, da0, db0, t, stage, phase, HOP_BAR_ORDER, 0);
+      if (p.split_k > 1) {
+        hop_splitk_finish<CFG, ACT, OUT>(acc, p, sm, t, skipped, row_off, col_off);
+      } else if (!skipped) {
+        hop_epilogue<CFG, ACT, OUT, CFG::acc_regs>(acc, p, t, row_off, col_off);
+      }
+    }
+  } else {
+    /* ---- ping-pong: the block's tasks j = 0, 1, 2, ... alternate WG 0, 1, 0, ...
+     * Order barriers: WG w waits on HOP_BAR_ORDER + w before the mainloop of
+     * its task j >= 1 until the other WG has passed the last full barrier of
+     * task j-1 (it arrives there only when a task j exists, so every arrive
+     * has its sync). This keeps the mainloops in task order, so one WG's
+     * epilogue overlaps the other's mainloop, and it is needed for
+     * correctness: a WG that jumps over the other's stages must not wait on a
+     * stage more than one ring lap ahead of the last fill, or the parity
+     * test would pass on an older phase. */
+    int j = 0;
+    while (hop_sched_next<CFG>(&sc, p, &t)) {
+      if ((j++ & 1) != wg) { /* the other WG's task: skip its stages in the ring */
+        const uint32_t s = stage + (uint32_t)(t.kb1 - t.kb0);
+        phase ^= (s / CFG::STAGES) & 1;
+        stage = s % CFG::STAGES;
+        continue;
+      }
+      const uint32_t has_next = sc.next < p.total_tasks; /* sc.next: this block's next task */
+      if (j > 1) ptx_named_bar_sync(HOP_BAR_ORDER + wg, 128 * CFG::consumer_wgs);
+      if (!hop_mainloop_w1<CFG>(acc, sm, da0, db0, t, stage, phase, HOP_BAR_ORDER + (wg ^ 1), has_next)) {
+#pragma unroll
+        for (int h = 0; h < CFG::m_halves; h++)
+          hop_epilogue<CFG, ACT, OUT, CFG::WG_N / 2>(acc + h * (CFG::WG_N / 2), p, t, 64 * h, 0);
+      }
+    }
   }
 }
 
@@ -383,6 +617,7 @@ __global__ void __launch_bounds__(CFG::threads, 1) hop_gemm_kernel(const __grid_
   sm.full = (uint64_t *)(base + CFG::bar_offset);
   sm.empty = sm.full + CFG::STAGES;
   sm.flag = (volatile uint32_t *)(base + CFG::flag_offset);
+  sm.sk = (volatile uint32_t *)(base + CFG::sk_offset);
 
   const int wg = threadIdx.x / 128;
   const int warp_in_wg = (threadIdx.x / 32) % 4;

@@ -45,20 +45,21 @@ template <int ACT> static __device__ __forceinline__ float hop_act(float x) {
   return x;
 }
 
-/* Store one consumer warpgroup's part of task t: act, row scale, round,
- * plain st.global of column pairs. Rows >= t.rows (past the group's end) and
- * columns >= N are not written. */
-template <class CFG, int ACT, int OUT>
+/* Store one m64 x (2*NACC) accumulator slab of a consumer warpgroup (tile
+ * rows row_off.., columns col_off.. inside task t's BM x BN tile): act, row
+ * scale, round, plain st.global of column pairs. Rows >= t.rows (past the
+ * group's end) and columns >= N are not written. */
+template <class CFG, int ACT, int OUT, int NACC>
 static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_params &p,
-                                                    const hop_task &t, int wg) {
+                                                    const hop_task &t, int row_off, int col_off) {
   typedef typename hop_out_type<OUT>::T T;
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
   const hop_group *g = &p.groups[t.group];
   void *const *row_ptr = g->row_ptr;
   const float *row_scale = g->row_scale;
   T *const c = (T *)g->c;
-  const int row0 = t.m_blk * CFG::BM + (CFG::BM == 128 ? wg * 64 : 0) + warp * 16 + (lane >> 2);
-  const int col0 = t.n_blk * CFG::BN + (CFG::BM == 128 ? 0 : wg * CFG::WG_N) + 2 * (lane & 3);
+  const int row0 = t.m_blk * CFG::BM + row_off + warp * 16 + (lane >> 2);
+  const int col0 = t.n_blk * CFG::BN + col_off + 2 * (lane & 3);
 #pragma unroll
   for (int h = 0; h < 2; h++) {
     const int row = row0 + 8 * h;
@@ -66,7 +67,7 @@ static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_
       const float scale = row_scale ? row_scale[row] : 1.f;
       T *const dst = row_ptr ? (T *)row_ptr[row] : c + (size_t)row * p.ldc;
 #pragma unroll
-      for (int i = 0; i < CFG::acc_regs / 4; i++) {
+      for (int i = 0; i < NACC / 4; i++) {
         const int col = col0 + 8 * i; /* B row (pre-activation column) of acc[4i + 2h] */
         if (ACT == HOP_ACT_SWIGLU) {
           if ((i & 7) < 4 && col < p.n) { /* gate chunk; its up chunk is i + 4 */

@@ -53,12 +53,18 @@ struct hop_problem {
   uint64_t timeout_ns;/* bound of each readiness wait                          */
   int num_sms;        /* grid cap: the device's multiprocessor count           */
   int raster_m;       /* m-blocks per raster band; 0 = 16                      */
+  int split_k;        /* K slices per output tile, 0 or 1 = none; > 1 only for
+                         HOP_ML_COOP configurations. Lowered so that every slice
+                         has >= 1 k-block (plan.params.split_k is the value used).
+                         Deterministic: fixed-order fp32 reduction in a workspace
+                         the plan owns, so launches of one plan must not overlap. */
 };
 
 struct hop_plan {
   hop_params params;      /* the kernel argument                        */
   hop_group *d_groups;    /* device group table (num_groups entries)    */
   CUtensorMap *d_maps;    /* device maps (grouped only), 2 per group    */
+  void *d_split;          /* split-K workspace + counters, or NULL      */
   int grid;               /* blocks to launch: min(num_sms, tiles)      */
   int smem_bytes;         /* dynamic shared memory per block            */
 };
@@ -105,8 +111,10 @@ static cudaError_t hop_make_map(CUtensorMap *map, int dtype, const void *base, u
 static void hop_plan_destroy(hop_plan *plan) {
   if (plan->d_groups) cudaFree(plan->d_groups);
   if (plan->d_maps) cudaFree(plan->d_maps);
+  if (plan->d_split) cudaFree(plan->d_split);
   plan->d_groups = NULL;
   plan->d_maps = NULL;
+  plan->d_split = NULL;
 }
 
 /* Validate `pr` for configuration CFG and build the plan (synchronous
@@ -119,6 +127,8 @@ template <class CFG> static cudaError_t hop_plan_create(hop_plan *plan, const ho
   memset(plan, 0, sizeof(*plan));
   /* ---- validate ---- */
   if (pr->dtype != CFG::dtype || G < 1 || !pr->groups || pr->num_sms < 1) return cudaErrorInvalidValue;
+  if (pr->split_k < 0 || pr->split_k > 64 || (pr->split_k > 1 && CFG::ml != HOP_ML_COOP))
+    return cudaErrorInvalidValue;
   if (pr->n < 8 || pr->n % 8 || pr->k < 8 || pr->k % 8) return cudaErrorInvalidValue;
   if (pr->act == HOP_ACT_SWIGLU && pr->n % (2 * HOP_SWIGLU_BLOCK)) return cudaErrorInvalidValue;
   {
@@ -160,13 +170,23 @@ template <class CFG> static cudaError_t hop_plan_create(hop_plan *plan, const ho
       e = hop_make_map(&maps[2 * g + 1], pr->dtype, d->b, pr->n, pr->k, d->ldb, CFG::BK, CFG::BN);
       if (e != cudaSuccess) goto fail;
     }
-    if (tiles > INT32_MAX) {
+    /* split-K: S slices of kbs k-blocks each; lower S until none is empty */
+    const int nkb = (pr->k + CFG::BK - 1) / CFG::BK;
+    int S = pr->split_k > 1 ? pr->split_k : 1;
+    if (S > nkb) S = nkb;
+    const int kbs = (nkb + S - 1) / S;
+    S = (nkb + kbs - 1) / kbs;
+    if (tiles * S > INT32_MAX) {
       e = cudaErrorInvalidValue;
       goto fail;
     }
     hop_params *p = &plan->params;
     p->num_groups = G;
     p->total_tiles = (int32_t)tiles;
+    p->total_tasks = (int32_t)(tiles * S);
+    p->split_k = S;
+    p->kb_per_split = kbs;
+    p->nkb = nkb;
     p->n_tiles = n_tiles;
     p->raster_m = pr->raster_m > 0 ? pr->raster_m : 16;
     p->n = pr->n;
@@ -175,8 +195,17 @@ template <class CFG> static cudaError_t hop_plan_create(hop_plan *plan, const ho
     p->ldc = pr->ldc;
     p->error = pr->error;
     p->timeout_ns = pr->timeout_ns;
-    plan->grid = tiles < pr->num_sms ? (int)tiles : pr->num_sms;
+    plan->grid = tiles * S < pr->num_sms ? (int)(tiles * S) : pr->num_sms;
     plan->smem_bytes = CFG::smem_bytes;
+    if (S > 1 && tiles > 0) { /* workspace [tiles][S][BM*BN] fp32, then [tiles] u32 counters */
+      const size_t ws_bytes = (size_t)tiles * S * CFG::BM * CFG::BN * sizeof(float);
+      e = cudaMalloc(&plan->d_split, ws_bytes + (size_t)tiles * sizeof(uint32_t));
+      if (e != cudaSuccess) goto fail;
+      e = cudaMemset((char *)plan->d_split + ws_bytes, 0, (size_t)tiles * sizeof(uint32_t));
+      if (e != cudaSuccess) goto fail;
+      p->workspace = (float *)plan->d_split;
+      p->counters = (uint32_t *)((char *)plan->d_split + ws_bytes);
+    }
   }
   e = cudaMalloc((void **)&plan->d_groups, sizeof(hop_group) * G);
   if (e != cudaSuccess) goto fail;
