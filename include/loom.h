@@ -32,8 +32,13 @@ extern "C" {
 #define LOOM_VERSION_MAJOR 0
 #define LOOM_VERSION_MINOR 1
 #define LOOM_VERSION_PATCH 0
-/* Version of the config structs' layout; bumped when a field is added. */
-#define LOOM_API_VERSION 1
+/* Version of the config structs' layout; bumped when a field is added
+ * (always at the end of a struct). A caller compiled against an older
+ * header passes its own struct_size and version: loom reads only the
+ * fields that struct has, and the newer ones take their defaults.
+ *   1  loom_comm_config_t, loom_moe_config_t up to capacity_factor
+ *   2  loom_moe_config_t.weight_layout */
+#define LOOM_API_VERSION 2
 
 /* Marks a config field as "not set by the caller: use the default". */
 #define LOOM_UNSET (-1)
@@ -262,6 +267,7 @@ loom_result_t loom_exchange(loom_comm_t comm, loom_exchange_t pattern,
  *
  * y = sum over the top_k experts chosen for each token of
  *     weight * expert(x),   expert(x) = act(x * W1) * W2
+ * (W1, W2, Wg as [in x out] matrices; see "Layouts" for their storage)
  * with the gate (logits = x * Wg, softmax, top-k, optional renormalisation)
  * fused in, or routing supplied by the caller. Expert placement: rank r
  * owns experts [r * E/R, (r+1) * E/R). Tokens are per rank; every rank
@@ -270,11 +276,21 @@ loom_result_t loom_exchange(loom_comm_t comm, loom_exchange_t pattern,
  * Layouts (row-major, dtype = config.dtype unless noted):
  *   x        [num_tokens x hidden]        this rank's tokens
  *   y        [num_tokens x hidden]        written completely
- *   gate_w   [hidden x num_experts]       every rank passes the same
- *   w1       [E/R][hidden x ffn]          this rank's experts, back to back;
- *            [E/R][hidden x 2*ffn] for SwiGLU: columns [0, ffn) are the
- *            gate projection, [ffn, 2*ffn) the up projection
- *   w2       [E/R][ffn x hidden]
+ *   weights  gate_w (every rank passes the same), w1 and w2 (this rank's
+ *            experts, back to back), in config.weight_layout:
+ *     LOOM_WEIGHTS_OUT_IN (default; PyTorch's nn.Linear.weight, K-major):
+ *            gate_w [num_experts x hidden]
+ *            w1     [E/R][ffn x hidden]; for SwiGLU [E/R][2*ffn x hidden]:
+ *                   rows [0, ffn) are the gate projection, [ffn, 2*ffn)
+ *                   the up projection
+ *            w2     [E/R][hidden x ffn]
+ *     LOOM_WEIGHTS_IN_OUT (each matrix transposed):
+ *            gate_w [hidden x num_experts]
+ *            w1     [E/R][hidden x ffn]; for SwiGLU [E/R][hidden x 2*ffn]:
+ *                   columns [0, ffn) gate, [ffn, 2*ffn) up
+ *            w2     [E/R][ffn x hidden]
+ *            The two layouts give bitwise the same y (the same products
+ *            summed in the same order).
  *   routing  expert_ids int32 [num_tokens x top_k], weights fp32
  *            [num_tokens x top_k] (device memory); a token's top_k ids must
  *            be distinct and in [0, num_experts) (checked in the kernel:
@@ -334,6 +350,17 @@ typedef enum {
   LOOM_NUM_MATHS = 2
 } loom_math_t;
 
+/* How a MoE layer's weight matrices lie in memory (see "Layouts" above).
+ * Every weight matrix of a layer uses the same layout. */
+typedef enum {
+  /* [out x in] row-major: row o holds the weights of output o over all
+   * inputs (PyTorch's nn.Linear.weight; K-major for the GEMMs). Default. */
+  LOOM_WEIGHTS_OUT_IN = 0,
+  /* [in x out] row-major: row i holds input i's weights to every output. */
+  LOOM_WEIGHTS_IN_OUT = 1,
+  LOOM_NUM_WEIGHT_LAYOUTS = 2
+} loom_weight_layout_t;
+
 /* Largest communicator a MoE layer supports (sizes loom_moe_stats_t). */
 #define LOOM_MOE_MAX_RANKS 64
 
@@ -355,12 +382,16 @@ typedef struct {
    * expert keeps, per source rank, the first ceil(c * num_tokens * top_k /
    * num_experts) assignments in token-major order; the others add 0. */
   double capacity_factor;
+  /* Since LOOM_API_VERSION 2: */
+  int weight_layout;     /* loom_weight_layout_t of gate_w, w1 and w2;
+                            LOOM_UNSET (or a version-1 struct, which lacks
+                            the field): LOOM_WEIGHTS_OUT_IN */
 } loom_moe_config_t;
 
 #define LOOM_MOE_CONFIG_INIT                                                   \
   { sizeof(loom_moe_config_t), LOOM_API_VERSION, LOOM_UNSET, LOOM_UNSET,       \
     LOOM_UNSET, LOOM_UNSET, LOOM_UNSET, LOOM_UNSET, LOOM_UNSET, LOOM_UNSET,    \
-    LOOM_UNSET, 0.0 }
+    LOOM_UNSET, 0.0, LOOM_UNSET }
 
 typedef struct loom_moe *loom_moe_t;
 
@@ -403,9 +434,10 @@ loom_result_t loom_moe_create(loom_comm_t comm, const loom_moe_config_t *config,
                               loom_moe_t *moe);
 
 /* Point the layer at its weights (device memory of the comm's device, in
- * config.dtype; no copy is made: they must stay valid and unchanged while
- * forwards run). gate_w may be NULL if every forward supplies routing.
- * Not collective. */
+ * config.dtype and config.weight_layout, shapes under "Layouts" above; no
+ * copy is made: they must stay valid and unchanged while forwards run).
+ * gate_w may be NULL if every forward supplies routing. Each pointer must
+ * be 16-byte aligned. Not collective. */
 loom_result_t loom_moe_set_weights(loom_moe_t moe, const void *gate_w, const void *w1,
                                    const void *w2);
 

@@ -12,6 +12,7 @@ struct loom_baseline {
   ncclComm_t nccl;
   int rank, R, device;
   int H, F, E, K, El, Tmax, act, dtype, math, normalize, gated;
+  int b_nk;                 /* weights OUT_IN: every B operand is [n x k] */
   size_t es, row_bytes;
   int64_t recv_max;         /* rows: R * Tmax * min(K, El) */
   cublasHandle_t blas;
@@ -110,6 +111,7 @@ loom_result_t loom_baseline_create(ncclComm_t nccl, const loom_moe_config_t *con
   b->math = config->fp32_math == LOOM_UNSET ? LOOM_MATH_TF32 : config->fp32_math;
   b->normalize = config->normalize_top_k == LOOM_UNSET ? 1 : config->normalize_top_k;
   b->gated = b->act == LOOM_ACT_SWIGLU;
+  b->b_nk = loom_moe_weight_layout(config) == LOOM_WEIGHTS_OUT_IN;
   loom_dtype_size((loom_dtype_t)b->dtype, &b->es);
   b->row_bytes = (size_t)b->H * b->es;
   b->recv_max = (int64_t)R * b->Tmax * (b->K < b->El ? b->K : b->El);
@@ -162,9 +164,12 @@ loom_result_t loom_baseline_set_weights(loom_baseline_t b, const void *gate_w, c
   return LOOM_SUCCESS;
 }
 
-/* Row-major C[m x n] = A[m x k] * B[k x n] with cuBLAS (column-major): the
- * same bytes are C^T = B^T * A^T. C is fp32 or the layer's dtype. tf32:
- * let fp32 inputs run on TF32 tensor cores (the experts under
+/* Row-major C[m x n] = A[m x k] * W with cuBLAS (column-major): the same
+ * bytes are C^T = W^T * A^T. W is a weight matrix in the layer's layout:
+ * B [k x n] row-major (IN_OUT), which column-major reads as W^T [n x k]
+ * (CUBLAS_OP_N, ld n), or B [n x k] row-major (OUT_IN), read as W [k x n]
+ * and transposed (CUBLAS_OP_T, ld k). C is fp32 or the layer's dtype.
+ * tf32: let fp32 inputs run on TF32 tensor cores (the experts under
  * LOOM_MATH_TF32; never the router, whose top-k TF32 error would flip). */
 static cublasStatus_t gemm_rm(const struct loom_baseline *b, int m, int n, int k, const void *A,
                               const void *B, void *C, cudaDataType_t ctype, int tf32) {
@@ -172,8 +177,9 @@ static cublasStatus_t gemm_rm(const struct loom_baseline *b, int m, int n, int k
   const cublasComputeType_t ct = tf32 && b->dtype == LOOM_FP32 && b->math == LOOM_MATH_TF32
                                      ? CUBLAS_COMPUTE_32F_FAST_TF32
                                      : CUBLAS_COMPUTE_32F;
-  return cublasGemmEx(b->blas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, B, cuda_type(b->dtype), n, A,
-                      cuda_type(b->dtype), k, &zero, C, ctype, n, ct, CUBLAS_GEMM_DEFAULT);
+  return cublasGemmEx(b->blas, b->b_nk ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, B,
+                      cuda_type(b->dtype), b->b_nk ? k : n, A, cuda_type(b->dtype), k, &zero, C,
+                      ctype, n, ct, CUBLAS_GEMM_DEFAULT);
 }
 
 /* All-to-all-v of rows in (peer, local expert) segments: segment
@@ -235,23 +241,25 @@ static loom_result_t expert_gemms(struct loom_baseline *b, int which, const int6
   enum { MAXG = 1024 };
   int m_a[MAXG], n_a[MAXG], k_a[MAXG], lda[MAXG], ldb[MAXG], ldc[MAXG], size[MAXG];
   float alpha[MAXG], beta[MAXG];
-  cublasOperation_t op[MAXG];
+  cublasOperation_t op_w[MAXG], op_a[MAXG];
   const void **hp = b->h_ptr + (size_t)which * 3 * b->El;
   const void **dp = b->d_ptr + (size_t)which * 3 * b->El;
   int g = 0;
   for (int le = 0; le < b->El && le < MAXG; le++) {
     if (rows[le] == 0) continue;
-    /* column-major view: C^T[n x rows] = B^T[n x k] * A^T[k x rows] */
+    /* column-major view: C^T[n x rows] = W^T[n x k] * A^T[k x rows], W^T
+     * as in gemm_rm */
     m_a[g] = n;
     n_a[g] = (int)rows[le];
     k_a[g] = k;
-    lda[g] = n;
+    lda[g] = b->b_nk ? k : n;
     ldb[g] = k;
     ldc[g] = n;
     size[g] = 1;
     alpha[g] = 1.f;
     beta[g] = 0.f;
-    op[g] = CUBLAS_OP_N;
+    op_w[g] = b->b_nk ? CUBLAS_OP_T : CUBLAS_OP_N;
+    op_a[g] = CUBLAS_OP_N;
     hp[g] = B + (size_t)le * k * n * b->es;
     hp[b->El + g] = A + first[le] * a_row;
     hp[2 * b->El + g] = C + first[le] * c_row;
@@ -266,7 +274,7 @@ static loom_result_t expert_gemms(struct loom_baseline *b, int which, const int6
                                       ? CUBLAS_COMPUTE_32F_FAST_TF32
                                       : CUBLAS_COMPUTE_32F;
   BLAS_CHECK(cublasGemmGroupedBatchedEx(
-      b->blas, op, op, m_a, n_a, k_a, alpha, (const void *const *)dp, cuda_type(b->dtype), lda,
+      b->blas, op_w, op_a, m_a, n_a, k_a, alpha, (const void *const *)dp, cuda_type(b->dtype), lda,
       (const void *const *)(dp + b->El), cuda_type(b->dtype), ldb, beta,
       (void *const *)(dp + 2 * b->El), ct, ldc, g, size, cpt));
   return LOOM_SUCCESS;

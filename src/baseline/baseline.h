@@ -5,7 +5,8 @@
  * exchange of the row counts, per-(source, expert) cuBLAS GEMMs with an
  * activation kernel between them, the reverse all-to-all-v and a weighted
  * combine. Same function as the fused kernel (dropless only), same layouts
- * and config struct (include/loom.h).
+ * and config struct (include/loom.h), weight_layout included: OUT_IN
+ * weights go to cuBLAS as CUBLAS_OP_T operands, IN_OUT as CUBLAS_OP_N.
  *
  * Layouts: the token side (permuted rows, returned rows) is grouped by
  * global expert; the expert side (received rows, expert outputs) by local

@@ -55,6 +55,7 @@ int cli_parse_size_list(const char *s, uint64_t *out, int max) {
 
 const char *const cli_dtype_names[CLI_NUM_DTYPES] = {"fp32", "bf16", "fp16"};
 const char *const cli_act_names[CLI_NUM_ACTS] = {"relu", "gelu", "silu", "swiglu"};
+const char *const cli_weights_names[CLI_NUM_WEIGHT_LAYOUTS] = {"out-in", "in-out"};
 
 int cli_parse_name(const char *s, const char *const *names, int n) {
   if (s == NULL) return -1;
@@ -108,6 +109,11 @@ static int parse_moe_option(const char *a, const char *v, cli_options *o) {
     o->act = i;
     return 0;
   }
+  if (strcmp(a, "--weights") == 0) {
+    if ((i = cli_parse_name(v, cli_weights_names, CLI_NUM_WEIGHT_LAYOUTS)) < 0) return -1;
+    o->weights = i;
+    return 0;
+  }
   if (strcmp(a, "--check-tokens") == 0) {
     if (cli_parse_int(v, 1, CLI_MAX_TOKENS, &n)) return -1;
     o->check_tokens = (int)n;
@@ -157,6 +163,7 @@ int cli_parse(int argc, char **argv, cli_options *o, char *err, size_t errlen) {
   o->topk = 2;
   o->dtype = 1; /* bf16 */
   o->act = 2;   /* silu */
+  o->weights = 0; /* out-in (PyTorch's layout) */
   o->check_tokens = 64;
   o->impl = CLI_IMPL_FUSED | CLI_IMPL_BASELINE;
   o->rotate = 4;
@@ -204,6 +211,8 @@ int cli_parse(int argc, char **argv, cli_options *o, char *err, size_t errlen) {
       snprintf(err, errlen, "bad value '%s' for %s (0 or 1)", v, a);
     else if (strcmp(a, "--act") == 0)
       snprintf(err, errlen, "bad value '%s' for %s (relu, gelu, silu or swiglu)", v, a);
+    else if (strcmp(a, "--weights") == 0)
+      snprintf(err, errlen, "bad value '%s' for %s (out-in or in-out)", v, a);
     else
       snprintf(err, errlen, "bad value '%s' for %s", v, a);
     return -1;

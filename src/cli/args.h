@@ -24,12 +24,15 @@ int cli_parse_size_list(const char *s, uint64_t *out, int max);
 /* Parse `s` as one of n names. Returns its index, -1 if it is none. */
 int cli_parse_name(const char *s, const char *const *names, int n);
 
-/* Names of --dtype and --act; a name's index is the value stored in
- * cli_options, equal to the loom_dtype_t / loom_activation_t value. */
+/* Names of --dtype, --act and --weights; a name's index is the value
+ * stored in cli_options, equal to the loom_dtype_t / loom_activation_t /
+ * loom_weight_layout_t value. */
 #define CLI_NUM_DTYPES 3
 #define CLI_NUM_ACTS 4
+#define CLI_NUM_WEIGHT_LAYOUTS 2
 extern const char *const cli_dtype_names[CLI_NUM_DTYPES]; /* fp32 bf16 fp16 */
 extern const char *const cli_act_names[CLI_NUM_ACTS];     /* relu gelu silu swiglu */
+extern const char *const cli_weights_names[CLI_NUM_WEIGHT_LAYOUTS]; /* out-in in-out */
 
 /* Bounds of the `moe` options (the library checks the finer rules, e.g.
  * hidden % 64 == 0, top_k <= 16, experts divisible by the GPU count). */
@@ -53,6 +56,7 @@ typedef struct {
   int64_t topk;        /* --topk K */
   int dtype;           /* --dtype: index into cli_dtype_names */
   int act;             /* --act: index into cli_act_names */
+  int weights;         /* --weights: index into cli_weights_names */
   int check_tokens;    /* --check-tokens N: tokens per GPU verified */
   const char *json;    /* --json FILE: also write the results there, or NULL */
   int impl;            /* --impl: CLI_IMPL_* bits, which forwards run */

@@ -35,6 +35,8 @@ static void usage(FILE *f) {
           "  --topk K             experts per token, 1..16 (default 2)\n"
           "  --dtype D            fp32 (on TF32), bf16 or fp16 (default bf16)\n"
           "  --act A              relu, gelu, silu or swiglu (default silu)\n"
+          "  --weights L          weight layout: out-in ([out x in] row-major, PyTorch's\n"
+          "                       nn.Linear.weight) or in-out (default out-in)\n"
           "  --check-tokens N     tokens per GPU verified before timing (default 64)\n"
           "  --json FILE          also write the results to FILE as JSON\n"
           "  --impl I             fused, baseline (NCCL + cuBLAS) or both (default both)\n"

@@ -5,7 +5,10 @@
  * bulk-synchronous NCCL + cuBLAS baseline (src/baseline, one host thread
  * per GPU on the same NCCL communicators). For each --tokens value (tokens
  * per GPU): fresh random inputs, each implementation verified, then timed;
- * one table at the end, --json for machines.
+ * one table at the end, --json for machines. Weights are generated as
+ * [in x out] (the reference's layout) and uploaded in --weights' layout
+ * (transposed for out-in, the default); both implementations get the
+ * layout through the config.
  *
  * Verify first. The full CPU reference is far too slow at these sizes, so
  * --check-tokens rows per GPU (evenly spaced, first and last included) are
@@ -83,6 +86,8 @@ _Static_assert(LOOM_FP32 == 0 && LOOM_BF16 == 1 && LOOM_FP16 == 2 && CLI_NUM_DTY
 _Static_assert(LOOM_ACT_RELU == 0 && LOOM_ACT_GELU == 1 && LOOM_ACT_SILU == 2 &&
                    LOOM_ACT_SWIGLU == 3 && CLI_NUM_ACTS == 4,
                "cli_act_names follow loom_activation_t");
+_Static_assert(LOOM_WEIGHTS_OUT_IN == 0 && LOOM_WEIGHTS_IN_OUT == 1 && CLI_NUM_WEIGHT_LAYOUTS == 2,
+               "cli_weights_names follow loom_weight_layout_t");
 _Static_assert(REF_ACT_RELU == 0 && REF_ACT_GELU == 1 && REF_ACT_SILU == 2 && REF_ACT_SWIGLU == 3,
                "ref_activation follows loom_activation_t");
 
@@ -160,12 +165,14 @@ typedef struct {
   int ngpu, nthreads;
   loom_dtype_t dtype;
   loom_activation_t act;
+  loom_weight_layout_t layout; /* of the uploaded weights (--weights) */
   size_t es; /* bytes per element */
   int64_t H, F, F1, E, El, k, maxT;
   loom_moe_config_t cfg;
   loom_comm_t comms[MOE_MAX_GPUS];
   gpu_state g[MOE_MAX_GPUS];
-  float *gate_w, *w1, *w2; /* host, all experts, rounded to dtype */
+  float *gate_w, *w1, *w2; /* host, all experts, rounded to dtype, [in x out]
+                              (the reference's layout) whatever --weights */
   double peak_tflops, nvlink_gbps, hbm_gbps;
   const char *peak_src, *nvlink_src, *hbm_src;
   /* current token count */
@@ -239,6 +246,7 @@ static int resolve_shape(moe_bench *b, const cli_options *o) {
   b->nthreads = ncpu < 1 ? 1 : ncpu > MAX_THREADS ? MAX_THREADS : (int)ncpu;
   b->dtype = (loom_dtype_t)o->dtype;
   b->act = (loom_activation_t)o->act;
+  b->layout = (loom_weight_layout_t)o->weights;
   b->es = b->dtype == LOOM_FP32 ? 4 : 2;
   b->H = o->hidden;
   b->F = o->ffn;
@@ -256,6 +264,7 @@ static int resolve_shape(moe_bench *b, const cli_options *o) {
   cfg.max_tokens_per_rank = b->maxT;
   cfg.activation = (int)b->act;
   cfg.dtype = (int)b->dtype;
+  cfg.weight_layout = (int)b->layout;
   b->cfg = cfg;
   return 0;
 }
@@ -315,28 +324,41 @@ static int alloc_gpu(moe_bench *b, int d) {
   return 0;
 }
 
+/* One [rows x cols] ([in x out]) host matrix into stage, in the layer's
+ * layout (transposed through tmp for OUT_IN) and dtype. */
+static void pack_weight(const moe_bench *b, void *stage, float *tmp, const float *src, size_t rows,
+                        size_t cols) {
+  if (b->layout == LOOM_WEIGHTS_OUT_IN) {
+    ref_transpose(tmp, src, 1, rows, cols);
+    src = tmp;
+  }
+  ref_pack_array(stage, src, rows * cols, (int)b->dtype);
+}
+
 /* Weights of GPU d's experts (host copy kept for the reference) and the
- * shared gate, scaled so pre-activations, outputs and logits are O(1). */
+ * shared gate, scaled so pre-activations, outputs and logits are O(1),
+ * uploaded in --weights' layout. */
 static int upload_weights(moe_bench *b, int d) {
   gpu_state *g = &b->g[d];
-  const size_t H = (size_t)b->H, F = (size_t)b->F, F1 = (size_t)b->F1;
-  const size_t n1 = H * F1, n2 = F * H, nmax = n1 > H * (size_t)b->E ? n1 : H * (size_t)b->E;
+  const size_t H = (size_t)b->H, F = (size_t)b->F, F1 = (size_t)b->F1, E = (size_t)b->E;
+  const size_t n1 = H * F1, n2 = F * H, nmax = n1 > H * E ? n1 : H * E;
   void *stage = malloc(nmax * b->es);
-  if (stage == NULL) return -1;
+  float *tmp = b->layout == LOOM_WEIGHTS_OUT_IN ? malloc(nmax * sizeof(float)) : NULL;
   int rc = -1;
+  if (stage == NULL || (b->layout == LOOM_WEIGHTS_OUT_IN && tmp == NULL)) goto out;
   if (cudaSetDevice(d) != cudaSuccess) goto out;
-  ref_pack_array(stage, b->gate_w, H * (size_t)b->E, (int)b->dtype);
-  if (cudaMemcpy(g->gate_w, stage, H * (size_t)b->E * b->es, cudaMemcpyHostToDevice)) goto out;
+  pack_weight(b, stage, tmp, b->gate_w, H, E);
+  if (cudaMemcpy(g->gate_w, stage, H * E * b->es, cudaMemcpyHostToDevice)) goto out;
   for (int64_t l = 0; l < b->El; l++) {
     const int64_t e = d * b->El + l;
     float *w1 = b->w1 + (size_t)e * n1, *w2 = b->w2 + (size_t)e * n2;
     fill_random(w1, n1, sqrtf(3.0f / (float)H), KIND_W1, e, 0, b->dtype);
     fill_random(w2, n2, sqrtf(3.0f / (float)F), KIND_W2, e, 0, b->dtype);
-    ref_pack_array(stage, w1, n1, (int)b->dtype);
+    pack_weight(b, stage, tmp, w1, H, F1);
     if (cudaMemcpy((char *)g->w1 + (size_t)l * n1 * b->es, stage, n1 * b->es,
                    cudaMemcpyHostToDevice))
       goto out;
-    ref_pack_array(stage, w2, n2, (int)b->dtype);
+    pack_weight(b, stage, tmp, w2, F, H);
     if (cudaMemcpy((char *)g->w2 + (size_t)l * n2 * b->es, stage, n2 * b->es,
                    cudaMemcpyHostToDevice))
       goto out;
@@ -346,6 +368,7 @@ static int upload_weights(moe_bench *b, int d) {
 out:
   if (rc) fprintf(stderr, "loom moe: GPU %d: uploading weights failed\n", d);
   free(stage);
+  free(tmp);
   return rc;
 }
 
@@ -1075,10 +1098,10 @@ static void print_header(const moe_bench *b) {
   struct cudaDeviceProp p;
   const char *name = cudaGetDeviceProperties(&p, 0) == cudaSuccess ? p.name : "?";
   printf("loom moe: %d x %s, experts %lld (%lld per GPU), top_k %lld, hidden %lld, ffn %lld, "
-         "%s%s, %s; %d iters after %d warm-up, %d rotating inputs, L2 flush %s\n",
+         "%s%s, %s, weights %s; %d iters after %d warm-up, %d rotating inputs, L2 flush %s\n",
          b->ngpu, name, (long long)b->E, (long long)b->El, (long long)b->k, (long long)b->H,
          (long long)b->F, loom_dtype_string(b->dtype), b->dtype == LOOM_FP32 ? " (TF32)" : "",
-         cli_act_names[b->act], b->o->iters, b->o->warmup, b->o->rotate,
+         cli_act_names[b->act], cli_weights_names[b->layout], b->o->iters, b->o->warmup, b->o->rotate,
          b->o->flush_l2 ? "on" : "off");
   fflush(stdout);
 }
@@ -1155,6 +1178,7 @@ static int write_json(const moe_bench *b, const moe_row *rows, int n) {
   run.ffn = (long long)b->F;
   run.dtype = loom_dtype_string(b->dtype);
   run.act = cli_act_names[b->act];
+  run.weights = cli_weights_names[b->layout];
   run.iters = b->o->iters;
   run.warmup = b->o->warmup;
   run.flush_l2 = b->o->flush_l2;

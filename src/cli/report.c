@@ -26,6 +26,7 @@ int cli_write_moe_json(FILE *f, const cli_moe_run *run, const cli_moe_row *rows,
           run->experts, run->top_k, run->hidden, run->ffn);
   put_field(f, "dtype", run->dtype);
   put_field(f, "act", run->act);
+  put_field(f, "weights", run->weights);
   fprintf(f, "  \"iters\": %d,\n  \"warmup\": %d,\n  \"flush_l2\": %d,\n  \"rotate\": %d,\n",
           run->iters, run->warmup, run->flush_l2, run->rotate);
   fprintf(f, "  \"ceilings\": {\"gemm_tflops\": %.3f, \"gemm_source\": ", run->peak_tflops);

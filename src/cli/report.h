@@ -27,7 +27,7 @@ typedef struct {
   int gpus;
   const char *device;
   long long experts, top_k, hidden, ffn;
-  const char *dtype, *act;
+  const char *dtype, *act, *weights; /* weights: "out-in" or "in-out" */
   int iters, warmup, flush_l2, rotate;
   double peak_tflops, nvlink_gbps, hbm_gbps; /* the ceilings of the bound */
   const char *peak_src, *nvlink_src, *hbm_src; /* "measured" or "given" */

@@ -31,8 +31,9 @@ loom_result_t loom_resolve_comm_config(const char *fn, const loom_comm_config_t 
              "config->struct_size (%zu) is not sizeof(loom_comm_config_t) (%zu): "
              "initialise it with LOOM_COMM_CONFIG_INIT",
              in->struct_size, sizeof(loom_comm_config_t));
-    LOOM_ARG(in->version == LOOM_API_VERSION, fn,
-             "config->version (%d) is not LOOM_API_VERSION (%d)", in->version,
+    /* the struct is the same at every version so far */
+    LOOM_ARG(in->version >= 1 && in->version <= LOOM_API_VERSION, fn,
+             "config->version (%d) is not in [1, LOOM_API_VERSION = %d]", in->version,
              LOOM_API_VERSION);
     c = *in;
   }

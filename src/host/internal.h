@@ -56,11 +56,17 @@ struct loom_comm {
 #define LOOM_MOE_MAGIC 0x6d6f6531u /* "moe1" */
 
 /* The layer's window layout for `config` on `nranks` ranks (moe.h has the
- * picture): fills p's shape, window offsets (relative to the data region)
- * and slot numbers, the data bytes and signal slots it needs. Validates the
- * config like loom_moe_workspace_bytes (messages name `fn`). Pure. */
+ * picture): fills p's shape (weight layout and config hash included),
+ * window offsets (relative to the data region) and slot numbers, the data
+ * bytes and signal slots it needs. Validates the config like
+ * loom_moe_workspace_bytes (messages name `fn`). Pure. */
 loom_result_t loom_moe_layout(const char *fn, const loom_moe_config_t *config, int nranks,
                               loom_moe_params *p, size_t *window_bytes, int *slots);
+
+/* config->weight_layout resolved: LOOM_UNSET, or a version-1 struct that
+ * lacks the field, is LOOM_WEIGHTS_OUT_IN. Not validated (the layout
+ * functions above do that). */
+int loom_moe_weight_layout(const loom_moe_config_t *config);
 
 struct loom_moe {
   uint32_t magic;    /* LOOM_MOE_MAGIC while alive */

@@ -1,5 +1,6 @@
 /* The MoE layer: config validation, sizing, buffers and the one launch. */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,18 +11,47 @@
 /* ---- config ---------------------------------------------------------------------- */
 
 typedef struct {
-  int H, F, E, K, Tmax, act, dtype, math, normalize;
+  int H, F, E, K, Tmax, act, dtype, math, normalize, wlayout;
   double cf;
 } moe_shape;
 
+/* loom_moe_config_t as LOOM_API_VERSION 1 laid it out: a caller built
+ * against that header passes struct_size == sizeof of this, and the fields
+ * added since take their defaults. */
+typedef struct {
+  size_t struct_size;
+  int version;
+  int64_t hidden, ffn, num_experts, top_k, max_tokens_per_rank;
+  int activation, dtype, fp32_math, normalize_top_k;
+  double capacity_factor;
+} moe_config_v1;
+_Static_assert(sizeof(moe_config_v1) == offsetof(loom_moe_config_t, weight_layout),
+               "version 2 appends weight_layout to the version 1 struct");
+
+/* sizeof(loom_moe_config_t) at each version (index version - 1); a version
+ * that adds fields to another struct only repeats the previous size. */
+static const size_t moe_config_size[LOOM_API_VERSION] = {sizeof(moe_config_v1),
+                                                         sizeof(loom_moe_config_t)};
+
+/* Does the caller's struct (struct_size bytes) include `field`? */
+#define HAS_FIELD(c, field) ((c)->struct_size >= offsetof(loom_moe_config_t, field) + \
+                             sizeof((c)->field))
+
+int loom_moe_weight_layout(const loom_moe_config_t *c) {
+  const int v = HAS_FIELD(c, weight_layout) ? c->weight_layout : LOOM_UNSET;
+  return v == LOOM_UNSET ? LOOM_WEIGHTS_OUT_IN : v;
+}
+
 static loom_result_t resolve_config(const char *fn, const loom_moe_config_t *c, moe_shape *s) {
   LOOM_ARG(c != NULL, fn, "config is NULL");
-  LOOM_ARG(c->struct_size == sizeof(loom_moe_config_t), fn,
-           "config->struct_size (%zu) is not sizeof(loom_moe_config_t) (%zu): initialise it "
+  LOOM_ARG(c->version >= 1 && c->version <= LOOM_API_VERSION, fn,
+           "config->version (%d) is not in [1, LOOM_API_VERSION = %d]: initialise the config "
            "with LOOM_MOE_CONFIG_INIT",
-           c->struct_size, sizeof(loom_moe_config_t));
-  LOOM_ARG(c->version == LOOM_API_VERSION, fn, "config->version (%d) is not LOOM_API_VERSION (%d)",
            c->version, LOOM_API_VERSION);
+  LOOM_ARG(c->struct_size == moe_config_size[c->version - 1], fn,
+           "config->struct_size (%zu) is not the size of a version %d loom_moe_config_t (%zu): "
+           "initialise it with LOOM_MOE_CONFIG_INIT",
+           c->struct_size, c->version, moe_config_size[c->version - 1]);
   LOOM_ARG(c->hidden >= LOOM_MOE_DIM_ALIGN && c->hidden % LOOM_MOE_DIM_ALIGN == 0 &&
                c->hidden <= (1 << 16),
            fn, "config->hidden (%lld) must be a multiple of %d in [%d, 65536]",
@@ -54,6 +84,11 @@ static loom_result_t resolve_config(const char *fn, const loom_moe_config_t *c, 
   const double cf = c->capacity_factor == (double)LOOM_UNSET ? 0.0 : c->capacity_factor;
   LOOM_ARG(isfinite(cf) && cf >= 0.0 && cf <= 1e6, fn,
            "config->capacity_factor (%g) must be 0 (dropless) or in (0, 1e6]", c->capacity_factor);
+  const int wl = loom_moe_weight_layout(c);
+  LOOM_ARG(wl >= 0 && wl < LOOM_NUM_WEIGHT_LAYOUTS, fn,
+           "config->weight_layout (%d) is not a loom_weight_layout_t (LOOM_WEIGHTS_OUT_IN = 0, "
+           "LOOM_WEIGHTS_IN_OUT = 1) or LOOM_UNSET",
+           c->weight_layout);
   s->H = (int)c->hidden;
   s->F = (int)c->ffn;
   s->E = (int)c->num_experts;
@@ -64,7 +99,19 @@ static loom_result_t resolve_config(const char *fn, const loom_moe_config_t *c, 
   s->math = math;
   s->normalize = norm;
   s->cf = cf;
+  s->wlayout = wl;
   return LOOM_SUCCESS;
+}
+
+/* FNV-1a over everything that must match between ranks; travels in every
+ * header so a receiver can refuse a layer built differently elsewhere. */
+static uint32_t shape_hash(const moe_shape *s) {
+  const int64_t v[10] = {s->H, s->F, s->E, s->K, s->Tmax, s->act, s->dtype, s->math,
+                         (int64_t)(s->cf * 1e6) * 2 + s->normalize, s->wlayout};
+  uint32_t h = 2166136261u;
+  const unsigned char *b = (const unsigned char *)v;
+  for (size_t i = 0; i < sizeof v; i++) h = (h ^ b[i]) * 16777619u;
+  return h;
 }
 
 /* Window offsets and slot numbers (moe.h has the picture). */
@@ -87,6 +134,8 @@ static void layout(const moe_shape *s, int R, loom_moe_params *p, size_t *window
   p->math = s->math;
   p->normalize = s->normalize;
   p->gated = s->act == LOOM_ACT_SWIGLU;
+  p->wlayout = s->wlayout;
+  p->cfg_hash = shape_hash(s);
   p->capacity_factor = s->cf;
   p->es = (int)es;
   p->row_bytes = (size_t)s->H * es;
@@ -203,17 +252,6 @@ static void free_buffers(loom_moe_params *p) {
     if (bufs[i] != NULL) cudaFree(bufs[i]);
 }
 
-/* FNV-1a over everything that must match between ranks; travels in every
- * header so a receiver can refuse a layer built differently elsewhere. */
-static uint32_t shape_hash(const moe_shape *s) {
-  const int64_t v[9] = {s->H, s->F, s->E, s->K, s->Tmax, s->act, s->dtype, s->math,
-                        (int64_t)(s->cf * 1e6) * 2 + s->normalize};
-  uint32_t h = 2166136261u;
-  const unsigned char *b = (const unsigned char *)v;
-  for (size_t i = 0; i < sizeof v; i++) h = (h ^ b[i]) * 16777619u;
-  return h;
-}
-
 loom_result_t loom_moe_create(loom_comm_t comm, const loom_moe_config_t *config, loom_moe_t *moe) {
   loom_clear_error();
   const char *fn = "loom_moe_create";
@@ -265,7 +303,6 @@ loom_result_t loom_moe_create(loom_comm_t comm, const loom_moe_config_t *config,
       goto fail;
     }
   }
-  p->cfg_hash = shape_hash(&s);
   const size_t tk = (size_t)s.Tmax * s.K;
   const size_t ntt = (size_t)(s.Tmax + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
   const size_t ndone = (size_t)R * p->El * p->TPE;

@@ -1,6 +1,7 @@
 /*
  * Scalar float <-> bf16 / fp16 conversion, round to nearest, ties to even;
- * arrays in a storage format; the splitmix64 step used for test data.
+ * arrays in a storage format; matrix transposition (weight layouts); the
+ * splitmix64 step used for test data.
  * Bit patterns move through memcpy so the compiler sees no aliasing tricks.
  */
 #include "reference.h"
@@ -153,6 +154,23 @@ void ref_round_array(float *x, size_t n, int fmt) {
     ref_round_bf16_array(x, n);
   else if (fmt == 2)
     ref_round_fp16_array(x, n);
+}
+
+void ref_transpose(float *dst, const float *src, size_t count, size_t rows, size_t cols) {
+  /* 32 x 32 blocks keep both sides' accesses within a few cache lines */
+  enum { TB = 32 };
+  for (size_t m = 0; m < count; m++) {
+    const float *s = src + m * rows * cols;
+    float *d = dst + m * rows * cols;
+    for (size_t r0 = 0; r0 < rows; r0 += TB)
+      for (size_t c0 = 0; c0 < cols; c0 += TB) {
+        const size_t r1 = r0 + TB < rows ? r0 + TB : rows;
+        const size_t c1 = c0 + TB < cols ? c0 + TB : cols;
+        for (size_t r = r0; r < r1; r++)
+          for (size_t c = c0; c < c1; c++)
+            d[c * rows + r] = s[r * cols + c];
+      }
+  }
 }
 
 uint64_t ref_splitmix64(uint64_t z) {

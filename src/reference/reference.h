@@ -50,6 +50,13 @@ void ref_round_array(float *x, size_t n, int fmt);
 void ref_pack_array(void *dst, const float *src, size_t n, int fmt);
 void ref_unpack_array(float *dst, const void *src, size_t n, int fmt);
 
+/* count matrices of [rows x cols] back to back in src, each written
+ * transposed ([cols x rows]) to dst: dst[m][c][r] = src[m][r][c]. Turns the
+ * reference's [in x out] weights into loom's LOOM_WEIGHTS_OUT_IN layout
+ * (and back, with rows and cols swapped). dst must not overlap src. Any
+ * count, rows or cols of 0 is a no-op. */
+void ref_transpose(float *dst, const float *src, size_t count, size_t rows, size_t cols);
+
 /* ---- GEMM ----------------------------------------------------------------- */
 
 /* C[m x n] = alpha * A[m x k] * B[k x n] + beta * C, double accumulation.

@@ -4,6 +4,7 @@
  * before any CUDA or NCCL call. Functions that need a live communicator get
  * a hand-made one (validation never touches the GPU).
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,6 +70,11 @@ static void test_config(void) {
   bad = (loom_comm_config_t)LOOM_COMM_CONFIG_INIT;
   bad.version = 99;
   EXPECT_BAD(loom_resolve_comm_config("f", &bad, &rc), "version");
+  bad.version = 0;
+  EXPECT_BAD(loom_resolve_comm_config("f", &bad, &rc), "version");
+  bad.version = 1; /* a caller built against version 1 (same struct) */
+  CHECK(loom_resolve_comm_config("f", &bad, &rc) == LOOM_SUCCESS, "version 1 comm config: %s",
+        loom_last_error());
   const int64_t bad_ws[] = {0, -2, ((int64_t)1 << 40) + 1};
   for (int i = 0; i < 3; i++) {
     bad = (loom_comm_config_t)LOOM_COMM_CONFIG_INIT;
@@ -250,6 +256,11 @@ static const char *bad_moe(int i, loom_moe_config_t *c) {
   case 13: c->fp32_math = 3; return "fp32_math";
   case 14: c->normalize_top_k = 2; return "normalize_top_k";
   case 15: c->capacity_factor = -1.5; return "capacity_factor";
+  case 16: c->weight_layout = LOOM_NUM_WEIGHT_LAYOUTS; return "weight_layout";
+  case 17: c->weight_layout = -2; return "weight_layout";
+  case 18: c->version = 0; return "version";
+  case 19: c->version = 1; return "struct_size"; /* version 1 with the version 2 size */
+  case 20: c->struct_size = offsetof(loom_moe_config_t, weight_layout); return "struct_size";
   }
   return NULL;
 }
@@ -291,6 +302,51 @@ static void test_moe_config(void) {
   comm.config.workspace_bytes = b;
   comm.config.signal_slots = slots - 1;
   EXPECT_BAD(loom_moe_create(&comm, &c, &moe), "signal_slots");
+}
+
+/* The weight layout: default (LOOM_UNSET and a version-1 caller's struct,
+ * which has no such field), explicit values, and the config hash that
+ * ranks compare (a layer built with the other layout must not match). */
+static void test_moe_weight_layout(void) {
+  loom_moe_params p;
+  size_t bytes = 0;
+  int slots = 0;
+  loom_moe_config_t c = good_moe();
+  CHECK(c.weight_layout == LOOM_UNSET && c.version == LOOM_API_VERSION &&
+            c.struct_size == sizeof(loom_moe_config_t),
+        "LOOM_MOE_CONFIG_INIT leaves weight_layout unset");
+  CHECK(loom_moe_layout("f", &c, 4, &p, &bytes, &slots) == LOOM_SUCCESS &&
+            p.wlayout == LOOM_WEIGHTS_OUT_IN,
+        "default weight layout is OUT_IN: %d (%s)", p.wlayout, loom_last_error());
+  const uint32_t h_default = p.cfg_hash;
+  c.weight_layout = LOOM_WEIGHTS_OUT_IN;
+  CHECK(loom_moe_layout("f", &c, 4, &p, &bytes, &slots) == LOOM_SUCCESS &&
+            p.wlayout == LOOM_WEIGHTS_OUT_IN && p.cfg_hash == h_default,
+        "explicit OUT_IN is the default, same hash");
+  c.weight_layout = LOOM_WEIGHTS_IN_OUT;
+  CHECK(loom_moe_layout("f", &c, 4, &p, &bytes, &slots) == LOOM_SUCCESS &&
+            p.wlayout == LOOM_WEIGHTS_IN_OUT,
+        "IN_OUT accepted: %s", loom_last_error());
+  CHECK(p.cfg_hash != h_default, "the config hash covers the weight layout (%08x both)",
+        (unsigned)h_default);
+  size_t b2 = 0;
+  CHECK(loom_moe_workspace_bytes(&c, 4, &b2, NULL) == LOOM_SUCCESS && b2 == bytes,
+        "the layout does not change the workspace");
+  /* a caller compiled against version 1: its struct ends before
+   * weight_layout, so whatever lies there is not read */
+  union {
+    loom_moe_config_t c;
+    unsigned char raw[sizeof(loom_moe_config_t)];
+  } v1;
+  v1.c = good_moe();
+  v1.c.struct_size = offsetof(loom_moe_config_t, weight_layout);
+  v1.c.version = 1;
+  memset(v1.raw + offsetof(loom_moe_config_t, weight_layout), 0x5a,
+         sizeof v1.raw - offsetof(loom_moe_config_t, weight_layout));
+  CHECK(loom_moe_layout("f", &v1.c, 4, &p, &bytes, &slots) == LOOM_SUCCESS &&
+            p.wlayout == LOOM_WEIGHTS_OUT_IN && p.cfg_hash == h_default,
+        "version 1 config: default layout, default hash (%s)", loom_last_error());
+  CHECK(loom_moe_weight_layout(&v1.c) == LOOM_WEIGHTS_OUT_IN, "resolver on a version 1 struct");
 }
 
 /* A layer that exists only on the host (validation never touches the GPU). */
@@ -366,6 +422,7 @@ int main(void) {
   test_comm_queries_and_async();
   test_exchange_args();
   test_moe_config();
+  test_moe_weight_layout();
   test_moe_calls();
   return check_summary("test_api");
 }

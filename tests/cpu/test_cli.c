@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 
+#include "loom.h"
 #include "cli/args.h"
 #include "cli/report.h"
 #include "../check.h"
@@ -20,18 +21,22 @@ static void test_moe_options(void) {
             o.tokens[0] == 8192 && o.hidden == 2048 && o.ffn == 2048 && o.experts == 32 &&
             o.topk == 2 && strcmp(cli_dtype_names[o.dtype], "bf16") == 0 &&
             strcmp(cli_act_names[o.act], "silu") == 0 && o.check_tokens == 64 && o.iters == 20 &&
-            o.warmup == 3 && o.gpus == 0,
-        "moe defaults");
+            o.warmup == 3 && o.gpus == 0 && strcmp(cli_weights_names[o.weights], "out-in") == 0 &&
+            o.weights == LOOM_WEIGHTS_OUT_IN,
+        "moe defaults (weights out-in, PyTorch's layout)");
   const char *a[] = {"loom",     "moe",  "--gpus",   "4",    "--tokens",       "128,4K,8192",
                      "--hidden", "1024", "--ffn",    "4096", "--experts",      "64",
                      "--topk",   "8",    "--dtype",  "fp16", "--act",          "swiglu",
-                     "--iters",  "7",    "--warmup", "0",    "--check-tokens", "16"};
-  CHECK(parse(&o, err, 24, a) == 0 && o.gpus == 4 && o.ntokens == 3 && o.tokens[0] == 128 &&
+                     "--iters",  "7",    "--warmup", "0",    "--check-tokens", "16",
+                     "--weights", "in-out"};
+  CHECK(parse(&o, err, 26, a) == 0 && o.gpus == 4 && o.ntokens == 3 && o.tokens[0] == 128 &&
             o.tokens[1] == 4096 && o.tokens[2] == 8192 && o.hidden == 1024 && o.ffn == 4096 &&
             o.experts == 64 && o.topk == 8 && strcmp(cli_dtype_names[o.dtype], "fp16") == 0 &&
             strcmp(cli_act_names[o.act], "swiglu") == 0 && o.iters == 7 && o.warmup == 0 &&
-            o.check_tokens == 16,
+            o.check_tokens == 16 && o.weights == LOOM_WEIGHTS_IN_OUT,
         "every moe option: %s", err);
+  const char *w[] = {"loom", "moe", "--weights", "out-in"};
+  CHECK(parse(&o, err, 4, w) == 0 && o.weights == LOOM_WEIGHTS_OUT_IN, "--weights out-in");
   const char *names[][2] = {{"fp32", "relu"}, {"bf16", "gelu"}, {"fp16", "silu"}};
   for (int i = 0; i < 3; i++) {
     const char *n[] = {"loom", "moe", "--dtype", names[i][0], "--act", names[i][1]};
@@ -52,6 +57,8 @@ static void test_moe_options(void) {
       {"--dtype", "", "--dtype"},
       {"--act", "tanh", "relu, gelu, silu or swiglu"},
       {"--act", "SiLU", "--act"},
+      {"--weights", "pytorch", "out-in or in-out"},
+      {"--weights", "OUT-IN", "--weights"},
       {"--tokens", "1,,2", "--tokens"},
       {"--tokens", "1,2,", "--tokens"},
       {"--tokens", ",1", "--tokens"},
@@ -74,7 +81,7 @@ static void test_moe_options(void) {
           "%s '%s' is refused naming \"%s\": %s", bad[i].opt, bad[i].val, bad[i].needle, err);
   }
   const char *missing[] = {"--tokens", "--hidden", "--ffn", "--experts",
-                           "--topk",   "--dtype",  "--act", "--check-tokens"};
+                           "--topk",   "--dtype",  "--act", "--check-tokens", "--weights"};
   for (size_t i = 0; i < sizeof missing / sizeof missing[0]; i++) {
     const char *v[] = {"loom", "moe", "--topk", "4", missing[i]};
     err[0] = '\0';
@@ -117,7 +124,7 @@ static void test_json(void) {
           bad[i][1], err);
   }
 
-  cli_moe_run run = {4, "NVIDIA \"H200\"", 32, 2, 2048, 2048, "bf16", "silu", 20, 3, 0, 4,
+  cli_moe_run run = {4, "NVIDIA \"H200\"", 32, 2, 2048, 2048, "bf16", "silu", "out-in", 20, 3, 0, 4,
                      700.5, 410.25, 4200, "measured", "given", "measured"};
   cli_moe_row rows[2] = {
       {8192, "fused", 2249.7, 2245.0, 2264.8, 122.2, 100.77, 44.8, 346.0, 15.38, 1.5, 1,
@@ -134,6 +141,7 @@ static void test_json(void) {
   CHECK(got > 0 && buf[0] == '{' && strstr(buf, "\n}\n") != NULL, "one object: %s", buf);
   CHECK(strstr(buf, "\"gpus\": 4,") && strstr(buf, "\"experts\": 32,") &&
             strstr(buf, "\"dtype\": \"bf16\"") && strstr(buf, "\"act\": \"silu\"") &&
+            strstr(buf, "\"weights\": \"out-in\"") &&
             strstr(buf, "\"rotate\": 4,"),
         "header fields: %s", buf);
   CHECK(strstr(buf, "\"gemm_tflops\": 700.500, \"gemm_source\": \"measured\"") &&
@@ -193,8 +201,9 @@ int main(void) {
   const char *a6[] = {"loom", "info", "--bytes", "0"};
   CHECK(parse(&o, err, 4, a6) == -1 && strstr(err, "--bytes"), "bytes must be > 0");
   CHECK(o.ntokens == 1 && o.tokens[0] == 8192 && o.hidden == 2048 && o.ffn == 2048 &&
-            o.experts == 32 && o.topk == 2 && o.dtype == 1 && o.act == 2 && o.check_tokens == 64,
-        "moe defaults are FlashDMoE's setup, bf16, silu, whatever the command");
+            o.experts == 32 && o.topk == 2 && o.dtype == 1 && o.act == 2 && o.check_tokens == 64 &&
+            o.weights == LOOM_WEIGHTS_OUT_IN,
+        "moe defaults are FlashDMoE's setup, bf16, silu, out-in weights, whatever the command");
   test_moe_options();
   test_json();
   return check_summary("test_cli");

@@ -278,6 +278,40 @@ static void test_splitmix64(void) {
         (unsigned long long)ref_splitmix64(0));
 }
 
+/* ref_transpose: a hand case, then several matrices of sizes that are not
+ * multiples of its 32 x 32 blocks, element by element and back again
+ * (bitwise, NaN payloads included); empty shapes write nothing. */
+static void test_transpose(rng_t *r) {
+  const float a[6] = {1, 2, 3, 4, 5, 6}; /* [2 x 3] */
+  float t[6] = {0};
+  ref_transpose(t, a, 1, 2, 3);
+  const float want[6] = {1, 4, 2, 5, 3, 6}; /* [3 x 2] */
+  CHECK(memcmp(t, want, sizeof t) == 0, "transpose [2 x 3]: %g %g %g %g %g %g", t[0], t[1], t[2],
+        t[3], t[4], t[5]);
+  const size_t count = 3, rows = 45, cols = 70, n = count * rows * cols;
+  float *src = rand_floats(r, n, 1.0f), *dst = xmalloc(n * sizeof(float)),
+        *back = xmalloc(n * sizeof(float));
+  src[7] = bits_to_float(0x7FC01234u); /* a NaN with a payload */
+  ref_transpose(dst, src, count, rows, cols);
+  size_t bad = 0;
+  for (size_t m = 0; m < count; m++)
+    for (size_t i = 0; i < rows; i++)
+      for (size_t j = 0; j < cols; j++)
+        bad += memcmp(&dst[(m * cols + j) * rows + i], &src[(m * rows + i) * cols + j], 4) != 0;
+  CHECK(bad == 0, "transpose of %zu [%zu x %zu]: %zu elements misplaced", count, rows, cols, bad);
+  ref_transpose(back, dst, count, cols, rows);
+  CHECK(same_bits(back, src, n), "transposing twice gives the input back, bit for bit");
+  poison(back, n);
+  memcpy(dst, back, n * sizeof(float));
+  ref_transpose(back, src, 0, rows, cols);
+  ref_transpose(back, src, count, 0, cols);
+  ref_transpose(back, src, count, rows, 0);
+  CHECK(same_bits(back, dst, n), "empty transposes write nothing");
+  free(src);
+  free(dst);
+  free(back);
+}
+
 /* ---- conversions: invariants --------------------------------------------- */
 
 /* Every non-NaN 16-bit pattern survives 16 -> float -> 16; NaNs stay NaN. */
@@ -1043,6 +1077,7 @@ int main(void) {
   test_round_arrays();
   test_pack_arrays();
   test_splitmix64();
+  test_transpose(&rng);
   test_roundtrip_all();
   test_nearest_random(&rng);
   test_gemm_hand();

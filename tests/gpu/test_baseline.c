@@ -3,8 +3,9 @@
  * reference: world sizes 1, 2, 4, 8 (skipping what the machine lacks), one
  * process with a host thread per GPU (each forward synchronises its host
  * thread once), dtype {fp32 (TF32), bf16, fp16} x activation {relu, gelu,
- * silu, swiglu} at E = 8, k = 2, different token counts per rank including
- * 0, y poisoned first. Routing comes from fp32 cuBLAS logits: near-ties
+ * silu, swiglu} x weight layout {OUT_IN (uploaded transposed from the
+ * reference's [in x out]), IN_OUT} at E = 8, k = 2, different token counts
+ * per rank including 0, y poisoned first. Routing comes from fp32 cuBLAS logits: near-ties
  * may legitimately differ from the fp64 reference, so at most 1 token in
  * 500 may route differently (reported, and left out of the y check); the
  * weights of matching choices within 1e-5 relative; y by relative error
@@ -69,7 +70,18 @@ static void *forward_rank(void *arg) {
   return NULL;
 }
 
-static int run_case(loom_comm_t *comms, int R, int dtype, int act) {
+/* n matrices of [rows x cols] (the reference's [in x out]) into buf in
+ * `layout` and dtype, ready to upload. tmp holds n * rows * cols floats. */
+static void pack_weights(void *buf, float *tmp, const float *src, size_t n, size_t rows,
+                         size_t cols, int layout, int dtype) {
+  if (layout == LOOM_WEIGHTS_OUT_IN) {
+    ref_transpose(tmp, src, n, rows, cols);
+    src = tmp;
+  }
+  ref_pack_array(buf, src, n * rows * cols, dtype);
+}
+
+static int run_case(loom_comm_t *comms, int R, int dtype, int act, int layout) {
   const int gated = act == LOOM_ACT_SWIGLU, fw = gated ? 2 * FFN : FFN, El = EXP / R;
   size_t es = 0;
   loom_dtype_size((loom_dtype_t)dtype, &es);
@@ -81,9 +93,11 @@ static int run_case(loom_comm_t *comms, int R, int dtype, int act) {
   cfg.max_tokens_per_rank = TMAX;
   cfg.activation = act;
   cfg.dtype = dtype;
+  cfg.weight_layout = layout;
   float *wg = malloc(sizeof(float) * HID * EXP), *w1 = malloc(sizeof(float) * EXP * HID * fw),
         *w2 = malloc(sizeof(float) * EXP * FFN * HID);
   unsigned char *buf = malloc((size_t)EXP * HID * fw * 4 + (size_t)TMAX * HID * 4);
+  float *tmp = malloc((size_t)EXP * HID * fw * 4);
   fill(wg, (size_t)HID * EXP, 1.f / sqrtf(HID), dtype);
   fill(w1, (size_t)EXP * HID * fw, 1.f / sqrtf(HID), dtype);
   fill(w2, (size_t)EXP * FFN * HID, 1.f / sqrtf(FFN), dtype);
@@ -109,11 +123,11 @@ static int run_case(loom_comm_t *comms, int R, int dtype, int act) {
     CUDA_T(cudaMalloc(&dev[r][0], (size_t)HID * EXP * es));
     CUDA_T(cudaMalloc(&dev[r][1], (size_t)El * HID * fw * es));
     CUDA_T(cudaMalloc(&dev[r][2], (size_t)El * FFN * HID * es));
-    ref_pack_array(buf, wg, (size_t)HID * EXP, dtype);
+    pack_weights(buf, tmp, wg, 1, HID, EXP, layout, dtype);
     CUDA_T(cudaMemcpy(dev[r][0], buf, (size_t)HID * EXP * es, cudaMemcpyHostToDevice));
-    ref_pack_array(buf, w1 + (size_t)r * El * HID * fw, (size_t)El * HID * fw, dtype);
+    pack_weights(buf, tmp, w1 + (size_t)r * El * HID * fw, El, HID, fw, layout, dtype);
     CUDA_T(cudaMemcpy(dev[r][1], buf, (size_t)El * HID * fw * es, cudaMemcpyHostToDevice));
-    ref_pack_array(buf, w2 + (size_t)r * El * FFN * HID, (size_t)El * FFN * HID, dtype);
+    pack_weights(buf, tmp, w2 + (size_t)r * El * FFN * HID, El, FFN, HID, layout, dtype);
     CUDA_T(cudaMemcpy(dev[r][2], buf, (size_t)El * FFN * HID * es, cudaMemcpyHostToDevice));
     ref_pack_array(buf, x[r], (size_t)q->T * HID, dtype);
     CUDA_T(cudaMemcpy(q->x, buf, (size_t)q->T * HID * es, cudaMemcpyHostToDevice));
@@ -127,8 +141,8 @@ static int run_case(loom_comm_t *comms, int R, int dtype, int act) {
   const double tol = dtype == LOOM_FP32 ? 5e-3 : 2e-2;
   for (int r = 0; r < R; r++) {
     rank_run *q = &run[r];
-    CHECK(q->result == LOOM_SUCCESS, "R=%d rank %d dtype %d act %d: forward: %s", R, r, dtype, act,
-          q->message);
+    CHECK(q->result == LOOM_SUCCESS, "R=%d rank %d dtype %d act %d layout %d: forward: %s", R, r,
+          dtype, act, layout, q->message);
     if (q->result != LOOM_SUCCESS || q->T == 0) continue;
     float *ref = malloc(sizeof(float) * q->T * HID), *got = malloc(sizeof(float) * q->T * HID);
     int32_t *rids = malloc(sizeof(int32_t) * q->T * TOPK), *gids = malloc(sizeof(int32_t) * q->T * TOPK);
@@ -157,13 +171,14 @@ static int run_case(loom_comm_t *comms, int R, int dtype, int act) {
       for (int j = 0; j < TOPK; j++)
         bad_w += !(fabsf(gw[t * TOPK + j] - rw[t * TOPK + j]) <= 1e-5f * fabsf(rw[t * TOPK + j]));
     }
-    CHECK(diff * 500 <= q->T, "R=%d rank %d dtype %d act %d T %d: %d tokens routed differently",
-          R, r, dtype, act, q->T, diff);
-    CHECK(bad_w == 0, "R=%d rank %d dtype %d act %d: %d weights off by > 1e-5 relative", R, r,
-          dtype, act, bad_w);
+    CHECK(diff * 500 <= q->T,
+          "R=%d rank %d dtype %d act %d layout %d T %d: %d tokens routed differently", R, r, dtype,
+          act, layout, q->T, diff);
+    CHECK(bad_w == 0, "R=%d rank %d dtype %d act %d layout %d: %d weights off by > 1e-5 relative",
+          R, r, dtype, act, layout, bad_w);
     const double err = ref_rel_error(got, ref, (size_t)q->T * HID);
-    CHECK(err <= tol, "R=%d rank %d dtype %d act %d T %d: rel err %.3e > %.0e", R, r, dtype, act,
-          q->T, err, tol);
+    CHECK(err <= tol, "R=%d rank %d dtype %d act %d layout %d T %d: rel err %.3e > %.0e", R, r,
+          dtype, act, layout, q->T, err, tol);
     if (diff) printf("  note: R=%d rank %d dtype %d act %d: %d tokens routed differently (fp32 logits)\n",
                      R, r, dtype, act, diff);
     free(ref); free(got); free(rids); free(gids); free(rw); free(gw);
@@ -176,7 +191,7 @@ static int run_case(loom_comm_t *comms, int R, int dtype, int act) {
     cudaStreamDestroy(run[r].stream);
     free(x[r]);
   }
-  free(wg); free(w1); free(w2); free(buf);
+  free(wg); free(w1); free(w2); free(buf); free(tmp);
   return rc;
 }
 
@@ -202,7 +217,9 @@ int main(void) {
       continue;
     }
     for (int dtype = 0; dtype < LOOM_NUM_DTYPES; dtype++)
-      for (int act = 0; act < LOOM_NUM_ACTIVATIONS; act++) run_case(comms, R, dtype, act);
+      for (int act = 0; act < LOOM_NUM_ACTIVATIONS; act++)
+        for (int layout = 0; layout < LOOM_NUM_WEIGHT_LAYOUTS; layout++)
+          run_case(comms, R, dtype, act, layout);
     loom_comm_destroy_all(R, comms);
     printf("  n=%d baseline cases done (%d failed so far)\n", R, check_failed_);
     fflush(stdout);

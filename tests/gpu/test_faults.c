@@ -54,6 +54,9 @@
  *                        0  x with NaN / +Inf / -Inf entries in some rows
  *                        1  the same x with those rows finite (the oracle)
  *                        2  finite x, gate_w with an all-NaN column
+ *                           (one expert's weights: a row of the OUT_IN
+ *                           [E x H] the layer gets, a column of the host's
+ *                           [H x E] the reference reads)
  *                        3  finite x, gate_w with one +Inf and one -Inf
  *                      Checks, per rank and forward: expert_ids_out in
  *                      [0, E) and distinct in every token; equal to
@@ -422,6 +425,21 @@ static int upload(void *dev, const float *src, size_t n, int dtype) {
   return e == cudaSuccess ? 0 : -1;
 }
 
+/* count matrices of [rows x cols] (the reference's [in x out]) uploaded in
+ * the default weight layout, LOOM_WEIGHTS_OUT_IN: each transposed. */
+static int upload_weight(void *dev, const float *src, size_t count, size_t rows, size_t cols,
+                         int dtype) {
+  const size_t n = count * rows * cols;
+  if (n == 0) return 0;
+  float *t = malloc(n * sizeof(float));
+  CHECK(t != NULL, "host allocation");
+  if (t == NULL) return -1;
+  ref_transpose(t, src, count, rows, cols);
+  const int rc = upload(dev, t, n, dtype);
+  free(t);
+  return rc;
+}
+
 static int f1_of(const loom_moe_config_t *c) {
   return c->activation == LOOM_ACT_SWIGLU ? 2 * (int)c->ffn : (int)c->ffn;
 }
@@ -436,7 +454,8 @@ static void gen_gate(const loom_moe_config_t *c, uint64_t key, float *g) {
 }
 
 /* This rank's experts' W1 and W2 (expert e from its own stream), gate_w
- * into gate[0]. */
+ * into gate[0]; generated [in x out], uploaded OUT_IN (the layers here
+ * leave weight_layout at its default). */
 static int upload_weights(rank_ctx *rc, const loom_moe_config_t *c, uint64_t key, int R) {
   const size_t H = (size_t)c->hidden, F = (size_t)c->ffn, F1 = (size_t)f1_of(c);
   const int El = (int)c->num_experts / R;
@@ -455,9 +474,9 @@ static int upload_weights(rank_ctx *rc, const loom_moe_config_t *c, uint64_t key
   if (rc_ == 0) {
     gen_gate(c, key, g);
     if (cudaSetDevice(rc->device) != cudaSuccess ||
-        upload(rc->w1, w1, (size_t)El * H * F1, c->dtype) != 0 ||
-        upload(rc->w2, w2, (size_t)El * F * H, c->dtype) != 0 ||
-        upload(rc->gate[0], g, H * (size_t)c->num_experts, c->dtype) != 0)
+        upload_weight(rc->w1, w1, (size_t)El, H, F1, c->dtype) != 0 ||
+        upload_weight(rc->w2, w2, (size_t)El, F, H, c->dtype) != 0 ||
+        upload_weight(rc->gate[0], g, 1, H, (size_t)c->num_experts, c->dtype) != 0)
       rc_ = -1;
   }
   free(w1);
@@ -1181,7 +1200,7 @@ static int nf_run_config(world_t *w, const nf_cfg *nc, int ci, nf_host *hs) {
            nc->normalize, g_seed);
   watchdog(CASE_DEADLINE_S, "%s", desc);
   const uint64_t key = case_key(R, CASE_NONFINITE, ci);
-  const size_t H = NF_HIDDEN, gn = H * (size_t)nc->E;
+  const size_t H = NF_HIDDEN;
   for (int i = 0; i < w->nlocal; i++) {
     rank_ctx *rc = &w->cs[i];
     nf_host *h = &hs[i];
@@ -1190,8 +1209,8 @@ static int nf_run_config(world_t *w, const nf_cfg *nc, int ci, nf_host *hs) {
     if (upload_weights(rc, &l, key, R) != 0) return -1;
     if (upload(rc->x[0], h->x_bad, (size_t)h->T * H, l.dtype) != 0 ||
         upload(rc->x[1], h->x_good, (size_t)h->T * H, l.dtype) != 0 ||
-        upload(rc->gate[1], h->gate[1], gn, l.dtype) != 0 ||
-        upload(rc->gate[2], h->gate[2], gn, l.dtype) != 0)
+        upload_weight(rc->gate[1], h->gate[1], 1, H, (size_t)nc->E, l.dtype) != 0 ||
+        upload_weight(rc->gate[2], h->gate[2], 1, H, (size_t)nc->E, l.dtype) != 0)
       return -1;
     /* Finite poisons, different per forward (NaN would pass for an
      * unwritten bad row or weight, and equal poisons for an unwritten row

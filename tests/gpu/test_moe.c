@@ -33,6 +33,10 @@
  *      exact fp32 math (LOOM_MATH_FP32) on fp32 configs with (i / 3) % 5 == 1,
  *      capacity factor 1.0 on configs with i % 13 == 6,
  *      normalize_top_k = 0 on configs with i % 5 == 2,
+ *      weight layout OUT_IN on configs with (i / 5) % 2 == 0, IN_OUT on
+ *      the others (period 10: every value of every axis above meets both
+ *      layouts, and so does a --every 7 subset but for the axes that
+ *      occur once in it),
  *      per rank, the call form: loom_moe_forward (fused-gate ranks with
  *      (i + 3j) % 5 == 4), forward_ex without optional outputs ((i + j) % 7 ==
  *      3), otherwise forward_ex with expert_ids_out, weights_out and stats.
@@ -51,7 +55,8 @@
  *    > 1), rank q between T_other * {1/2, 1, 3/2}[q % 3] + q. Rank q routes
  *    with routing (j + q + log2 R) % 4 (so the big rank meets different
  *    routings at different world sizes) and calls as for configs, with the
- *    case id in place of i. T_big and T_other are set per case so that its
+ *    case id in place of i. Weight layout OUT_IN when (j / 2 + log2 R) % 2
+ *    == 0, else IN_OUT (each case meets both over the world sizes). T_big and T_other are set per case so that its
  *    CPU reference (2 x tokens x top_k x hidden x (ffn1 + ffn) double
  *    FLOPs, ffn1 = 2 x ffn for SwiGLU) stays under ~20 s on 16 cores at a
  *    pessimistic 1.5 GFLOP/s a core (the scalar loop ran at 3.3-4.5 GFLOP/s
@@ -82,7 +87,8 @@
  * Inputs are fresh random per case (a pure function of seed, world size,
  * case and rank, so every process can build what any rank holds), scaled so
  * activations are O(1), and rounded to the dtype before the reference sees
- * them. Host and device buffers are sized once per world size for the
+ * them. Weights are generated [in x out] (the reference's layout) and
+ * uploaded in the case's layout (transposed for OUT_IN). Host and device buffers are sized once per world size for the
  * largest case it runs. Checks per case and rank:
  *   - y poisoned (0xFF bytes: NaN in every dtype) over its whole buffer; the
  *     T rows must all be written, the rows from T to max_tokens + 128 left
@@ -110,7 +116,12 @@
  * fresh x copied into the captured buffer, each verified), and a fault case
  * at world size > 1 (rank R-1 never calls forward; every other rank must
  * report LOOM_TIMEOUT within timeout + 1 s and refuse further work, and the
- * communicators must still be destroyed). These run at hidden = ffn = 128.
+ * communicators must still be destroyed). These run at hidden = ffn = 128
+ * with weight_layout left unset (the default, OUT_IN). Then the layouts
+ * cases, one per math path (bf16 swiglu, fp16 gelu, TF32 silu, exact fp32
+ * relu) at hidden 192, ffn 320 (partial 128-column tasks in both GEMMs):
+ * the same weights and inputs through an IN_OUT layer and then an OUT_IN
+ * one; y of the first verified, y of the second bitwise equal to it.
  *
  * A watchdog (alarm) names the case in progress and ends the process when
  * one case, replay or setup step takes longer than CASE_DEADLINE_S.
@@ -172,6 +183,10 @@ _Static_assert(LOOM_FP32 == 0 && LOOM_BF16 == 1 && LOOM_FP16 == 2,
 #define ID_DETERMINISM 1000
 #define ID_GRAPH 2000
 #define ID_FAULT 3000
+#define ID_LAYOUTS 4000 /* + v, v < NUM_LAYOUT_CASES */
+#define NUM_LAYOUT_CASES 4
+#define LAYOUT_DIM_H 192
+#define LAYOUT_DIM_F 320
 
 static const int TOKEN_LIST[4] = {0, 1, 127, MAX_TOKENS};
 static const int TOPK_LIST[3] = {1, 2, 8};
@@ -305,6 +320,7 @@ typedef struct {
   loom_math_t math;
   double capacity; /* 0: dropless */
   int normalize;
+  int layout; /* loom_weight_layout_t; LOOM_UNSET: left to the default (OUT_IN) */
   int tokens[MAX_RANKS];
   int route[MAX_RANKS];
   int api[MAX_RANKS];
@@ -342,6 +358,7 @@ static moe_case make_config_case(int i, int R) {
   c.math = c.dtype == LOOM_FP32 && (i / 3) % 5 == 1 ? LOOM_MATH_FP32 : LOOM_MATH_TF32;
   c.capacity = i % 13 == 6 ? 1.0 : 0.0;
   c.normalize = i % 5 != 2;
+  c.layout = (i / 5) % 2 == 0 ? LOOM_WEIGHTS_OUT_IN : LOOM_WEIGHTS_IN_OUT;
   for (int j = 0; j < R; j++) {
     c.tokens[j] = TOKEN_LIST[(i + j) % 4];
     c.route[j] = (i / 4 + j) % 4;
@@ -401,6 +418,7 @@ static moe_case make_real_case(int j, int R) {
   c.math = s->math;
   c.capacity = s->capacity;
   c.normalize = s->normalize;
+  c.layout = (j / 2 + log2_int(R)) % 2 == 0 ? LOOM_WEIGHTS_OUT_IN : LOOM_WEIGHTS_IN_OUT;
   const int big = j % R, none = (big + R / 2) % R;
   for (int q = 0; q < R; q++) {
     c.tokens[q] = q == big    ? s->t_big
@@ -429,6 +447,7 @@ static moe_case make_special_case(int id, int R, loom_dtype_t dtype, loom_activa
   c.E = E;
   c.math = LOOM_MATH_TF32;
   c.normalize = 1;
+  c.layout = LOOM_UNSET;
   for (int j = 0; j < R; j++) {
     c.tokens[j] = GRAPH_TOKENS;
     c.route[j] = ROUTE_GATE;
@@ -455,6 +474,38 @@ static moe_case make_graph_case(int R) {
 
 static moe_case make_fault_case(int R) {
   return make_special_case(ID_FAULT, R, LOOM_BF16, LOOM_ACT_SILU, 2, 8 % R == 0 ? 8 : R);
+}
+
+/* Layouts case v: one per math path of the tile engine (so each B-operand
+ * loader of both layouts runs), odd multiples of 64 in both dimensions;
+ * every routing over the ranks, rotated by v. run_layouts sets the layout
+ * of each pass. */
+static moe_case make_layouts_case(int R, int v) {
+  static const loom_dtype_t dt[NUM_LAYOUT_CASES] = {LOOM_BF16, LOOM_FP16, LOOM_FP32, LOOM_FP32};
+  static const loom_activation_t act[NUM_LAYOUT_CASES] = {LOOM_ACT_SWIGLU, LOOM_ACT_GELU,
+                                                          LOOM_ACT_SILU, LOOM_ACT_RELU};
+  static const int k[NUM_LAYOUT_CASES] = {8, 2, 2, 8}, E[NUM_LAYOUT_CASES] = {64, 8, 8, 64};
+  moe_case c = make_special_case(ID_LAYOUTS + v, R, dt[v], act[v], k[v], E[v]);
+  c.H = LAYOUT_DIM_H;
+  c.F = LAYOUT_DIM_F;
+  c.math = v == 3 ? LOOM_MATH_FP32 : LOOM_MATH_TF32;
+  c.layout = LOOM_WEIGHTS_IN_OUT;
+  const int tokens[4] = {1000, 127, 1, 0};
+  const int routes[4] = {ROUTE_GATE, ROUTE_TIES, ROUTE_HALF, ROUTE_ONE};
+  for (int j = 0; j < R; j++) {
+    c.tokens[j] = tokens[j % 4];
+    c.route[j] = routes[(j + v) % 4];
+  }
+  return c;
+}
+
+static int is_layouts(const moe_case *c) {
+  return c->id >= ID_LAYOUTS && c->id < ID_LAYOUTS + NUM_LAYOUT_CASES;
+}
+
+/* The layout the case's weights are uploaded in. */
+static loom_weight_layout_t case_layout(const moe_case *c) {
+  return c->layout == LOOM_UNSET ? LOOM_WEIGHTS_OUT_IN : (loom_weight_layout_t)c->layout;
 }
 
 static int case_max_tokens(const moe_case *c) {
@@ -504,6 +555,7 @@ static loom_moe_config_t layer_config(const moe_case *c) {
   if (c->dtype == LOOM_FP32) cfg.fp32_math = (int)c->math;
   cfg.normalize_top_k = c->normalize;
   cfg.capacity_factor = c->capacity;
+  cfg.weight_layout = c->layout; /* LOOM_UNSET stays unset: the default */
   return cfg;
 }
 
@@ -526,6 +578,7 @@ static void describe(const moe_case *c, char *buf, size_t n) {
                      : is_real(c)              ? "real"
                      : c->id == ID_DETERMINISM ? "determinism"
                      : c->id == ID_GRAPH       ? "graph"
+                     : is_layouts(c)           ? "layouts"
                                                : "fault";
   appendf(buf, n, &at, "%s %d", what, c->id);
   if (c->salt) appendf(buf, n, &at, " replay %d", c->salt);
@@ -536,6 +589,12 @@ static void describe(const moe_case *c, char *buf, size_t n) {
           ACT_NAMES[c->act], c->k, c->E);
   if (c->capacity > 0) appendf(buf, n, &at, " capacity_factor=%g", c->capacity);
   if (!c->normalize) appendf(buf, n, &at, " normalize_top_k=0");
+  if (is_layouts(c))
+    appendf(buf, n, &at, " weights=in-out then out-in");
+  else
+    appendf(buf, n, &at, " weights=%s%s",
+            case_layout(c) == LOOM_WEIGHTS_OUT_IN ? "out-in" : "in-out",
+            c->layout == LOOM_UNSET ? "(default)" : "");
   appendf(buf, n, &at, " |");
   for (int j = 0; j < c->nranks; j++)
     appendf(buf, n, &at, " r%d:T=%d,%s%s", j, c->tokens[j], ROUTE_NAMES[c->route[j]],
@@ -549,7 +608,7 @@ static void describe(const moe_case *c, char *buf, size_t n) {
 enum { SEL_CONFIGS = 1, SEL_REAL = 2, SEL_SPECIAL = 4, SEL_ALL = 7 };
 static int g_select = SEL_ALL;
 
-#define MAX_PLAN (NUM_CONFIGS + NUM_REAL + 2)
+#define MAX_PLAN (NUM_CONFIGS + NUM_REAL + 2 + NUM_LAYOUT_CASES)
 
 typedef struct {
   moe_case c[MAX_PLAN];
@@ -559,7 +618,7 @@ typedef struct {
 /* The cases of world size R in the order they run: the fault pass runs the
  * fault case alone; otherwise configs (i % every == 0), real cases ((j +
  * log2 R) % every == 0, so a thinned multi run still sees different real
- * cases at each world size), determinism, graph. */
+ * cases at each world size), determinism, graph, layouts. */
 static void make_plan(int R, int fault, int every, plan_t *pl) {
   pl->n = 0;
   if (fault) {
@@ -574,6 +633,7 @@ static void make_plan(int R, int fault, int every, plan_t *pl) {
   if (g_select & SEL_SPECIAL) {
     pl->c[pl->n++] = make_determinism_case(R);
     pl->c[pl->n++] = make_graph_case(R);
+    for (int v = 0; v < NUM_LAYOUT_CASES; v++) pl->c[pl->n++] = make_layouts_case(R, v);
   }
 }
 
@@ -1004,14 +1064,29 @@ static int upload(void *dev, const float *src, size_t n, loom_dtype_t t, host_da
   return 0;
 }
 
+/* count matrices of [rows x cols] (the host's [in x out]) in the case's
+ * layout: as they are for IN_OUT, each transposed for OUT_IN. */
+static int upload_weight(void *dev, const float *src, size_t count, size_t rows, size_t cols,
+                         const moe_case *c, host_data *d) {
+  const size_t n = count * rows * cols;
+  if (n == 0 || case_layout(c) == LOOM_WEIGHTS_IN_OUT) return upload(dev, src, n, c->dtype, d);
+  float *t = malloc(n * sizeof(float));
+  CHECK(t != NULL, "host allocation (%zu floats to transpose)", n);
+  if (t == NULL) return -1;
+  ref_transpose(t, src, count, rows, cols);
+  const int rc = upload(dev, t, n, c->dtype, d);
+  free(t);
+  return rc;
+}
+
 static int upload_weights(rank_ctx *rc, const moe_case *c, host_data *d) {
   const size_t H = (size_t)c->H, F = (size_t)c->F, F1 = (size_t)case_f1(c);
   const size_t El = (size_t)(c->E / c->nranks);
   const size_t e0 = (size_t)rc->rank * El;
   CUDA_T(cudaSetDevice(rc->device));
-  if (upload(rc->gate_w, d->gate_w, H * (size_t)c->E, c->dtype, d)) return -1;
-  if (upload(rc->w1, d->w1 + e0 * H * F1, El * H * F1, c->dtype, d)) return -1;
-  return upload(rc->w2, d->w2 + e0 * F * H, El * F * H, c->dtype, d);
+  if (upload_weight(rc->gate_w, d->gate_w, 1, H, (size_t)c->E, c, d)) return -1;
+  if (upload_weight(rc->w1, d->w1 + e0 * H * F1, El, H, F1, c, d)) return -1;
+  return upload_weight(rc->w2, d->w2 + e0 * F * H, El, F, H, c, d);
 }
 
 /* x (and caller routing) of this rank; every output poisoned with 0xFF. */
@@ -1347,8 +1422,9 @@ static int verify_rank(const rank_ctx *rc, const moe_case *c, host_data *d, cons
   return rc_;
 }
 
-/* y2 of a repeated forward must equal y bit for bit. */
-static int verify_same(const rank_ctx *rc, const moe_case *c, host_data *d, const char *desc) {
+/* y2 must equal y bit for bit; `what` names the two forwards. */
+static int verify_same(const rank_ctx *rc, const moe_case *c, host_data *d, const char *what,
+                       const char *desc) {
   const size_t bytes = (size_t)c->tokens[rc->rank] * (size_t)c->H * dtype_bytes(c->dtype);
   unsigned char *a = (unsigned char *)d->stage, *b = (unsigned char *)d->yhost;
   CUDA_T(cudaSetDevice(rc->device));
@@ -1356,8 +1432,8 @@ static int verify_same(const rank_ctx *rc, const moe_case *c, host_data *d, cons
   CUDA_T(cudaMemcpy(b, rc->y2, bytes, cudaMemcpyDeviceToHost));
   size_t diff = 0;
   for (size_t i = 0; i < bytes; i++) diff += a[i] != b[i];
-  CHECK(diff == 0, "rank %d: two forwards on the same inputs differ in %zu of %zu bytes [%s]",
-        rc->rank, diff, bytes, desc);
+  CHECK(diff == 0, "rank %d: %s differ in %zu of %zu bytes of y [%s]", rc->rank, what, diff,
+        bytes, desc);
   return diff == 0 ? 0 : -1;
 }
 
@@ -1439,11 +1515,51 @@ static int run_case(rank_ctx *cs, int nlocal, const moe_case *c, host_data *d, i
   if (!fatal && ref_ok) {
     for (int i = 0; i < nlocal; i++) {
       verify_rank(&cs[i], c, d, desc, &worst);
-      if (repeats == 2) verify_same(&cs[i], c, d, desc);
+      if (repeats == 2) verify_same(&cs[i], c, d, "two forwards on the same inputs", desc);
     }
   }
   if (rep != NULL) rep->worst = worst;
   destroy_layers(cs, nlocal);
+  return fatal ? -1 : 0;
+}
+
+/* ---- layouts: the same weights as IN_OUT and as OUT_IN ------------------------------------- */
+
+/* One layouts case: the same weights and inputs through an IN_OUT layer
+ * (into y) and an OUT_IN layer (into y2), each on freshly uploaded weights;
+ * y verified against the reference, y2 bitwise equal to y. Returns -1 when
+ * the communicators may be unusable. */
+static int run_layouts(rank_ctx *cs, int nlocal, moe_case *c, host_data *d) {
+  char desc[1024];
+  int ranks[MAX_RANKS];
+  describe(c, desc, sizeof desc);
+  watchdog(CASE_DEADLINE_S, "%s", desc);
+  local_ranks(cs, nlocal, ranks);
+  if (gen_weights(c, d) != 0 || gen_inputs(c, d) != 0) {
+    CHECK(0, "host data generation failed [%s]", desc);
+    return -1;
+  }
+  for (int i = 0; i < nlocal; i++)
+    if (upload_inputs(&cs[i], c, d) != 0) return -1;
+  int fatal = 0;
+  for (int pass = 0; pass < 2 && !fatal; pass++) {
+    c->layout = pass == 0 ? LOOM_WEIGHTS_IN_OUT : LOOM_WEIGHTS_OUT_IN;
+    for (int i = 0; i < nlocal; i++)
+      if (upload_weights(&cs[i], c, d) != 0) return -1;
+    if (sync_devices(cs, nlocal) != 0 || setup_layers(cs, nlocal, c, desc) != 0) return -1;
+    fatal = launch_all(cs, nlocal, c, pass == 1, -1, desc) != 0;
+    fatal |= sync_all(cs, nlocal) != 0;
+    fatal |= check_async(cs, nlocal, desc) != 0;
+    destroy_layers(cs, nlocal);
+  }
+  const int ref_ok = compute_refs(c, d, ranks, nlocal) == 0;
+  CHECK(ref_ok, "reference failed [%s]", desc);
+  if (!fatal && ref_ok)
+    for (int i = 0; i < nlocal; i++) {
+      verify_rank(&cs[i], c, d, desc, NULL);
+      verify_same(&cs[i], c, d, "the IN_OUT and OUT_IN layers on the same weights and inputs",
+                  desc);
+    }
   return fatal ? -1 : 0;
 }
 
@@ -1646,6 +1762,11 @@ static int run_world(rank_ctx *cs, int nlocal, int R, int fault, const plan_t *p
       rc = run_case(cs, nlocal, c, d, 2, NULL);
     } else if (c->id == ID_GRAPH) {
       rc = run_graph(cs, nlocal, R, d);
+    } else if (is_layouts(c)) {
+      moe_case both = *c; /* run_layouts sets the layout of each pass */
+      rc = run_layouts(cs, nlocal, &both, d);
+      if (lead && both.id == ID_LAYOUTS + NUM_LAYOUT_CASES - 1)
+        printf("  n=%d: %d layouts cases (IN_OUT vs OUT_IN bitwise)\n", R, NUM_LAYOUT_CASES);
     }
     fflush(stdout);
   }

@@ -316,6 +316,22 @@ static int upload(void *dev, const float *src, size_t n, int dtype) {
   return e == cudaSuccess ? 0 : -1;
 }
 
+/* count matrices of [rows x cols] (generated [in x out], the reference's
+ * layout) uploaded in the default weight layout, LOOM_WEIGHTS_OUT_IN: each
+ * transposed. */
+static int upload_weight(void *dev, const float *src, size_t count, size_t rows, size_t cols,
+                         int dtype) {
+  const size_t n = count * rows * cols;
+  if (n == 0) return 0;
+  float *t = malloc(n * sizeof(float));
+  CHECK(t != NULL, "host allocation");
+  if (t == NULL) return -1;
+  ref_transpose(t, src, count, rows, cols);
+  const int rc = upload(dev, t, n, dtype);
+  free(t);
+  return rc;
+}
+
 /* ---- per-rank state --------------------------------------------------------------------------- */
 
 /* One call's buffers on one rank. */
@@ -421,8 +437,8 @@ static int comm_config(int R, loom_comm_config_t *out) {
   return 0;
 }
 
-/* Layers A, B, C with this rank's experts; every call's buffers, inputs
- * uploaded, outputs poisoned. */
+/* Layers A, B, C with this rank's experts (weights in the default layout,
+ * OUT_IN); every call's buffers, inputs uploaded, outputs poisoned. */
 static int ctx_setup(world_t *w, rank_ctx *rc) {
   const int R = w->R;
   CUDA_T(cudaSetDevice(rc->device));
@@ -447,9 +463,9 @@ static int ctx_setup(world_t *w, rank_ctx *rc) {
       ok = cudaMalloc(&rc->gate_w[l], H * E * es) == cudaSuccess &&
            cudaMalloc(&rc->w1[l], El * H * F1 * es) == cudaSuccess &&
            cudaMalloc(&rc->w2[l], El * F * H * es) == cudaSuccess &&
-           upload(rc->gate_w[l], g, H * E, c.dtype) == 0 &&
-           upload(rc->w1[l], w1, El * H * F1, c.dtype) == 0 &&
-           upload(rc->w2[l], w2, El * F * H, c.dtype) == 0;
+           upload_weight(rc->gate_w[l], g, 1, H, E, c.dtype) == 0 &&
+           upload_weight(rc->w1[l], w1, El, H, F1, c.dtype) == 0 &&
+           upload_weight(rc->w2[l], w2, El, F, H, c.dtype) == 0;
       CHECK(ok, "rank %d: layer %c weights", rc->rank, 'A' + l);
     }
     free(g);

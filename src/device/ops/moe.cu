@@ -163,8 +163,12 @@ static __device__ void gate_token(const loom_moe_params &p, const float *lg, int
  * of h) chunks of wg in lockstep: the chunk is staged once per block as
  * fp64 in shared memory (coalesced loads, one conversion per weight per
  * block instead of per warp), double-buffered, then every warp multiply-adds
- * its 4 tokens x 8 experts: 32 independent chains per lane. All threads
- * call it. */
+ * its 4 tokens x 8 experts: 32 independent chains per lane. Thread i
+ * stages element (h0 + r, e0 + b) of the chunk: for wg [H x E] (IN_OUT)
+ * r = i / 8, b = i % 8 (8 neighbours of a row per 8 lanes), for wg [E x H]
+ * (OUT_IN) r = i % 32, b = i / 32 (a warp reads 32 neighbours of one
+ * expert's row); the chunk, hence every sum, is the same. All threads call
+ * it. */
 #define GATE_EG 8      /* experts per chunk */
 #define GATE_WLD 10    /* chunk row pitch in doubles: lanes' 16-byte reads spread over banks */
 template <int DT>
@@ -175,7 +179,11 @@ static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x,
   constexpr int per_warp = LOOM_MOE_TT / moe_cfg::warps;
   static_assert(per_warp == 4 && 32 * GATE_EG == moe_cfg::threads, "gate chunk layout");
   const int tw = t0 + warp * per_warp, nt = max(0, min(per_warp, t1 - tw));
-  const int r = threadIdx.x / GATE_EG, b = threadIdx.x % GATE_EG; /* my staging element */
+  /* my staging element (h0 + r, e0 + b), at wg[(h0 + r) * hs + (e0 + b) * es] */
+  const int out_in = p.wlayout == LOOM_WEIGHTS_OUT_IN;
+  const int r = out_in ? threadIdx.x % 32 : threadIdx.x / GATE_EG;
+  const int b = out_in ? threadIdx.x / 32 : threadIdx.x % GATE_EG;
+  const size_t hs = out_in ? 1 : (size_t)E, es = out_in ? (size_t)H : 1;
   for (int e0 = 0; e0 < E; e0 += GATE_EG) {
     double acc[4][GATE_EG];
 #pragma unroll
@@ -184,7 +192,7 @@ static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x,
       for (int q = 0; q < GATE_EG; q++) acc[a][q] = 0.0;
     /* software pipeline: the next chunk's weight and this chunk's x are in
      * flight while the barrier waits and the warp multiplies */
-    float wnext = e0 + b < E ? elem<DT>::load(p.wg, (size_t)r * E + e0 + b) : 0.f;
+    float wnext = e0 + b < E ? elem<DT>::load(p.wg, (size_t)r * hs + (size_t)(e0 + b) * es) : 0.f;
     for (int h0 = 0, buf = 0; h0 < H; h0 += 32, buf ^= 1) {
       double *chunk = wchunk + buf * 32 * GATE_WLD;
       chunk[r * GATE_WLD + b] = (double)wnext;
@@ -194,7 +202,9 @@ static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x,
         xf[a] = a < nt ? elem<DT>::load(x, (size_t)(tw + a) * H + h0 + lane) : 0.f;
       __syncthreads(); /* chunk complete; the other buffer is free again */
       if (h0 + 32 < H)
-        wnext = e0 + b < E ? elem<DT>::load(p.wg, (size_t)(h0 + 32 + r) * E + e0 + b) : 0.f;
+        wnext = e0 + b < E
+                    ? elem<DT>::load(p.wg, (size_t)(h0 + 32 + r) * hs + (size_t)(e0 + b) * es)
+                    : 0.f;
       if (nt > 0) {
         const double *wr = chunk + lane * GATE_WLD;
         double xd[4];
@@ -415,6 +425,11 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
   constexpr int W = 2 * LOOM_MOE_BN;
   const int h_cols = p.gated ? LOOM_MOE_BN : W;
   const int nF = (p.F + h_cols - 1) / h_cols, nH = (p.H + W - 1) / W, per_tile = nF + nH;
+  /* weights: IN_OUT is B [K x N] (TILE_B_KN), OUT_IN B [N x K] (TILE_B_NK);
+   * an expert's matrix has the same size, so the same offset, in both */
+  const int kn = p.wlayout == LOOM_WEIGHTS_IN_OUT;
+  const int bl = kn ? TILE_B_KN : TILE_B_NK;
+  const size_t f1 = (size_t)p.F * (p.gated ? 2 : 1);
 
   /* headers from every source, in task order (self first). GEMM1 rows
    * go back into source s's window: s's header of this call means s has
@@ -518,13 +533,15 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
       const int c0 = sub * h_cols;
       const int cols = min(h_cols, p.F - c0);
       const int c1 = p.gated ? p.F + c0 : (cols > LOOM_MOE_BN ? c0 + LOOM_MOE_BN : c0);
-      const size_t ldb = (size_t)p.F * (p.gated ? 2 : 1);
       const T *A = (const T *)loom_local_ptr(c, p.disp_off + row0 * p.row_bytes);
-      const T *B = (const T *)p.w1 + (size_t)le * p.H * ldb;
-      tile_gemm<MATH, PARTS>(smem, A, p.H, rows, B, ldb, c0, c1, p.H, acc);
+      const T *B = (const T *)p.w1 + (size_t)le * p.H * f1; /* [H x F1] or [F1 x H] */
+      if (kn)
+        tile_gemm<MATH, PARTS, TILE_B_KN>(smem, A, p.H, rows, B, f1, c0, c1, p.H, acc);
+      else
+        tile_gemm<MATH, PARTS, TILE_B_NK>(smem, A, p.H, rows, B, p.H, c0, c1, p.H, acc);
       const int act = p.act, gated = p.gated;
       float gate_v = 0.f;
-      tile_for_each<MATH, PARTS>(acc, [&](int r, int col, int part, float v) {
+      tile_for_each<MATH, PARTS>(acc, bl, [&](int r, int col, int part, float v) {
         if (gated) {
           if (part == 0) { gate_v = v; return; }
           v = act_apply(LOOM_ACT_SILU, gate_v) * v;
@@ -552,9 +569,12 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
         failed = !loom_wait_local_geq(c, &p.done0[dep], (uint32_t)nF, LOOM_WAIT_TILE_DEP, dep);
       if (__syncthreads_or(failed)) return 0;
       const T *A = (const T *)p.h + row0 * p.F;
-      const T *B = (const T *)p.w2 + (size_t)le * p.F * p.H;
-      tile_gemm<MATH, PARTS>(smem, A, p.F, rows, B, p.H, c0, c1, p.F, acc);
-      tile_for_each<MATH, PARTS>(acc, [&](int r, int col, int part, float v) {
+      const T *B = (const T *)p.w2 + (size_t)le * p.F * p.H; /* [F x H] or [H x F] */
+      if (kn)
+        tile_gemm<MATH, PARTS, TILE_B_KN>(smem, A, p.F, rows, B, p.H, c0, c1, p.F, acc);
+      else
+        tile_gemm<MATH, PARTS, TILE_B_NK>(smem, A, p.F, rows, B, p.F, c0, c1, p.F, acc);
+      tile_for_each<MATH, PARTS>(acc, bl, [&](int r, int col, int part, float v) {
         stage[r * STAGE_LD + part * LOOM_MOE_BN + col] = elem<DT>::from(v);
       });
       __syncthreads();

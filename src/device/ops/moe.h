@@ -53,6 +53,7 @@ typedef struct {
   /* shape */
   int H, F, E, K, R, El, Tmax, TPE, Cs;
   int act, dtype, math, normalize, gated;
+  int wlayout;         /* loom_weight_layout_t of wg, w1, w2 */
   double capacity_factor;
   int es;              /* bytes per element */
   /* window (offsets from the window base) */
@@ -71,7 +72,9 @@ typedef struct {
   uint32_t *done1;     /* [R][El][TPE] GEMM1 tasks finished per row tile */
   uint32_t *ticket;    /* [1] next compute task */
   uint64_t *trace;     /* [LOOM_MOE_MAX_BLOCKS][5] each block's phase ends (ns) */
-  /* weights */
+  /* weights, in wlayout (loom.h "Layouts"): OUT_IN wg [E x H], w1
+   * [El][F1 x H], w2 [El][H x F]; IN_OUT wg [H x E], w1 [El][H x F1],
+   * w2 [El][F x H]; F1 = 2F for SwiGLU (gate then up), else F */
   const void *wg, *w1, *w2;
 } loom_moe_params;
 

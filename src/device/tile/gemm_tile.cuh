@@ -4,19 +4,35 @@
  * cp.async pipeline `stages` deep, accumulators in registers.
  *
  *   A   row-major, lda elements; rows >= rows_valid read as zero
- *   B   row-major [K x ldb]; part 0 covers columns [b_col0, b_col0 + BN),
- *       part 1 (PARTS == 2) [b_col1, b_col1 + BN)
+ *   B   in one of two layouts (template BL), ldb elements between rows:
+ *         TILE_B_KN  [K x N] row-major (row k holds every output column;
+ *                    "in x out"), staged as [BK][BN * PARTS + 8]
+ *         TILE_B_NK  [N x K] row-major (row n holds the K inputs of output
+ *                    n; "out x in", K-major, nn.Linear.weight), staged as
+ *                    [BN * PARTS][BK + pad]
+ *       part 0 covers output columns [b_col0, b_col0 + BN), part 1
+ *       (PARTS == 2) [b_col1, b_col1 + BN): columns of the KN matrix, rows
+ *       of the NK one
  *   K   multiple of BK
+ * Both layouts feed the math the same values in the same order (the K
+ * loop, the mma fragments and each accumulator's FMA chain are the same),
+ * so C is bitwise equal between them.
  *
  * Math paths (template MATH):
  *   TILE_BF16 / TILE_FP16  mma.sync m16n8k16, fp32 accumulate; fragments by
- *                          ldmatrix (B with .trans from the row-major tile)
+ *                          ldmatrix (B: .trans from the KN tile, plain from
+ *                          the NK tile, which holds the "col" operand as
+ *                          the mma wants it)
  *   TILE_TF32              mma.sync m16n8k8 on fp32 inputs rounded to tf32
+ *                          (B fragments by scalar loads from either tile)
  *   TILE_FP32              exact fp32 FMAs (SIMT), for LOOM_MATH_FP32
  *
  * Warp layout for the tensor-core paths: 8 warps as 4 (M) x 2 (N); a warp
  * owns 32 x 32 of each part: 2 m16 x 4 n8 mma tiles. SIMT: a thread owns
- * 8 rows x 4 columns of each part.
+ * 8 rows x 4 columns of each part: columns tx*4 .. tx*4+3 from a KN tile
+ * (one 16-byte load), tx, tx+16, tx+32, tx+48 from an NK tile (four scalar
+ * loads, rows 16 apart: 2-way bank conflicts, as A's loads; 4 adjacent rows
+ * would make them 8-way). tile_for_each takes the layout to map them back.
  * The epilogue hands every accumulator element to a functor with its
  * (row, col, part) so callers decide what to store.
  */
@@ -28,6 +44,7 @@
 #include <stdint.h>
 
 enum { TILE_BF16 = 0, TILE_FP16 = 1, TILE_TF32 = 2, TILE_FP32 = 3 };
+enum { TILE_B_KN = 0, TILE_B_NK = 1 }; /* B's layout (file comment) */
 
 struct tile_cfg {
   static constexpr int threads = 256;
@@ -51,18 +68,28 @@ template <> struct tile_types<TILE_FP16> { typedef __half T; static constexpr in
 template <> struct tile_types<TILE_TF32> { typedef float T; static constexpr int pad = 4, BK = 32; };
 template <> struct tile_types<TILE_FP32> { typedef float T; static constexpr int pad = 4, BK = 32; };
 
-/* Shared memory of one tile engine instance, in bytes. */
+/* Shared memory of one tile engine instance, in bytes. One stage is the
+ * A tile then the B tile; the B slot fits either layout, so the stage
+ * size (and the caller's shared memory) does not depend on it. */
 template <int MATH, int PARTS> struct tile_smem {
   typedef typename tile_types<MATH>::T T;
   static constexpr int pad = tile_types<MATH>::pad;
   static constexpr int BK = tile_types<MATH>::BK;
   static constexpr int a_ld = BK + pad;                 /* A row pitch */
-  static constexpr int b_ld = tile_cfg::BN * PARTS + (MATH == TILE_TF32 || MATH == TILE_FP32 ? 8 : 8);
+  static constexpr int b_ld = tile_cfg::BN * PARTS + 8; /* KN tile: row pitch (a k) */
+  static constexpr int bk_ld = BK + pad;                /* NK tile: row pitch (an n) */
   static constexpr int a_elems = tile_cfg::BM * a_ld;
-  static constexpr int b_elems = BK * b_ld;
+  static constexpr int b_elems_kn = BK * b_ld;
+  static constexpr int b_elems_nk = tile_cfg::BN * PARTS * bk_ld;
+  static constexpr int b_elems = b_elems_kn > b_elems_nk ? b_elems_kn : b_elems_nk;
   static constexpr int stage_elems = a_elems + b_elems;
   static constexpr size_t bytes = (size_t)tile_cfg::stages * stage_elems * sizeof(T);
 };
+/* ldmatrix and cp.async want 16-byte aligned rows; the NK tile's pitch
+ * (like A's) spreads 8 consecutive rows over all 32 banks. */
+static_assert(tile_smem<TILE_BF16, 2>::bk_ld * 2 % 16 == 0 &&
+                  tile_smem<TILE_TF32, 2>::bk_ld * 4 % 16 == 0,
+              "NK tile rows must stay 16-byte aligned");
 
 /* Accumulators of one thread. Tensor-core paths: [part][mi][ni][4];
  * SIMT: [part][8 rows][4 cols] stored in the same 32 floats per part. */
@@ -125,7 +152,7 @@ static __device__ __forceinline__ uint32_t to_tf32(float f) {
 
 /* ---- loading a stage ------------------------------------------------------ */
 
-template <int MATH, int PARTS>
+template <int MATH, int PARTS, int BL>
 static __device__ __forceinline__ void tile_load_stage(
     typename tile_types<MATH>::T *st, const typename tile_types<MATH>::T *A, size_t lda,
     int rows_valid, const typename tile_types<MATH>::T *B, size_t ldb, int b_col0, int b_col1,
@@ -142,20 +169,31 @@ static __device__ __forceinline__ void tile_load_stage(
     const T *g = A + (size_t)(ok ? r : 0) * lda + k0 + kc;
     cp_async16(sa + r * S::a_ld + kc, g, ok);
   }
-  constexpr int b_chunks_row = tile_cfg::BN / per16; /* per part */
-  constexpr int b_chunks = S::BK * b_chunks_row * PARTS;
-  for (int c = threadIdx.x; c < b_chunks; c += tile_cfg::threads) {
-    const int p = c / (S::BK * b_chunks_row);
-    const int rem = c % (S::BK * b_chunks_row);
-    const int k = rem / b_chunks_row, nc = (rem % b_chunks_row) * per16;
-    const T *g = B + (size_t)(k0 + k) * ldb + (p ? b_col1 : b_col0) + nc;
-    cp_async16(sb + k * S::b_ld + p * tile_cfg::BN + nc, g, 1);
+  if (BL == TILE_B_KN) { /* BK rows of k, BN columns per part */
+    constexpr int b_chunks_row = tile_cfg::BN / per16; /* per part */
+    constexpr int b_chunks = S::BK * b_chunks_row * PARTS;
+    for (int c = threadIdx.x; c < b_chunks; c += tile_cfg::threads) {
+      const int p = c / (S::BK * b_chunks_row);
+      const int rem = c % (S::BK * b_chunks_row);
+      const int k = rem / b_chunks_row, nc = (rem % b_chunks_row) * per16;
+      const T *g = B + (size_t)(k0 + k) * ldb + (p ? b_col1 : b_col0) + nc;
+      cp_async16(sb + k * S::b_ld + p * tile_cfg::BN + nc, g, 1);
+    }
+  } else { /* BN rows of n per part, BK of k each */
+    constexpr int b_chunks_row = S::BK / per16;
+    constexpr int b_chunks = tile_cfg::BN * PARTS * b_chunks_row;
+    for (int c = threadIdx.x; c < b_chunks; c += tile_cfg::threads) {
+      const int n = c / b_chunks_row, kc = (c % b_chunks_row) * per16; /* n: 0..BN*PARTS */
+      const int p = n / tile_cfg::BN, nn = n % tile_cfg::BN;
+      const T *g = B + (size_t)((p ? b_col1 : b_col0) + nn) * ldb + k0 + kc;
+      cp_async16(sb + n * S::bk_ld + kc, g, 1);
+    }
   }
 }
 
 /* ---- one stage of math ------------------------------------------------------ */
 
-template <int MATH, int PARTS>
+template <int MATH, int PARTS, int BL>
 static __device__ __forceinline__ void tile_compute_stage(const typename tile_types<MATH>::T *st,
                                                           tile_acc<PARTS> &acc) {
   typedef typename tile_types<MATH>::T T;
@@ -176,11 +214,20 @@ static __device__ __forceinline__ void tile_compute_stage(const typename tile_ty
 #pragma unroll
       for (int p = 0; p < PARTS; p++) {
 #pragma unroll
-        for (int nj = 0; nj < 2; nj++) { /* two n8 tiles per ldmatrix.x4.trans */
+        for (int nj = 0; nj < 2; nj++) { /* two n8 tiles per ldmatrix.x4 */
+          /* b[0], b[1]: k 0-7 and 8-15 of n8 tile 2nj; b[2], b[3]: of tile
+           * 2nj+1. Lanes 8q..8q+7 address matrix q's rows. */
           uint32_t b[4];
-          const int krow = kk + (lane & 15);
-          const int ncol = p * tile_cfg::BN + wn * 32 + nj * 16 + (lane >> 4) * 8;
-          ldmatrix_x4_trans(b, sb + krow * S::b_ld + ncol);
+          const int n0 = p * tile_cfg::BN + wn * 32 + nj * 16;
+          if (BL == TILE_B_KN) { /* rows are k: transpose on the way */
+            const int krow = kk + (lane & 15);
+            const int ncol = n0 + (lane >> 4) * 8;
+            ldmatrix_x4_trans(b, sb + krow * S::b_ld + ncol);
+          } else { /* rows are n: already the mma's "col" operand */
+            const int nrow = n0 + (lane >> 4) * 8 + (lane & 7);
+            const int kcol = kk + ((lane >> 3) & 1) * 8;
+            ldmatrix_x4(b, sb + nrow * S::bk_ld + kcol);
+          }
 #pragma unroll
           for (int mi = 0; mi < 2; mi++) {
             mma_16816<MATH>(&acc.v[p][(mi * 4 + nj * 2 + 0) * 4], a[mi], b[0], b[1]);
@@ -206,9 +253,18 @@ static __device__ __forceinline__ void tile_compute_stage(const typename tile_ty
       for (int p = 0; p < PARTS; p++) {
 #pragma unroll
         for (int ni = 0; ni < 4; ni++) {
-          const float *bb =
-              (const float *)sb + (kk + t) * S::b_ld + p * tile_cfg::BN + wn * 32 + ni * 8 + g;
-          const uint32_t b0 = to_tf32(bb[0]), b1 = to_tf32(bb[4 * S::b_ld]);
+          /* b0 = B[k = kk + t][n], b1 = B[k = kk + t + 4][n], n = ... + g */
+          const int n = p * tile_cfg::BN + wn * 32 + ni * 8 + g;
+          uint32_t b0, b1;
+          if (BL == TILE_B_KN) {
+            const float *bb = (const float *)sb + (kk + t) * S::b_ld + n;
+            b0 = to_tf32(bb[0]);
+            b1 = to_tf32(bb[4 * S::b_ld]);
+          } else {
+            const float *bb = (const float *)sb + n * S::bk_ld + kk + t;
+            b0 = to_tf32(bb[0]);
+            b1 = to_tf32(bb[4]);
+          }
 #pragma unroll
           for (int mi = 0; mi < 2; mi++) mma_1688_tf32(&acc.v[p][(mi * 4 + ni) * 4], a[mi], b0, b1);
         }
@@ -223,7 +279,13 @@ static __device__ __forceinline__ void tile_compute_stage(const typename tile_ty
       for (int i = 0; i < 8; i++) a[i] = ((const float *)sa)[(ty * 8 + i) * S::a_ld + k];
 #pragma unroll
       for (int p = 0; p < PARTS; p++) {
-        const float4 b = *(const float4 *)((const float *)sb + k * S::b_ld + p * tile_cfg::BN + tx * 4);
+        float4 b;
+        if (BL == TILE_B_KN) {
+          b = *(const float4 *)((const float *)sb + k * S::b_ld + p * tile_cfg::BN + tx * 4);
+        } else { /* columns tx + 16j (file comment) */
+          const float *bn = (const float *)sb + (p * tile_cfg::BN + tx) * S::bk_ld + k;
+          b = make_float4(bn[0], bn[16 * S::bk_ld], bn[32 * S::bk_ld], bn[48 * S::bk_ld]);
+        }
 #pragma unroll
         for (int i = 0; i < 8; i++) {
           acc.v[p][i * 4 + 0] = fmaf(a[i], b.x, acc.v[p][i * 4 + 0]);
@@ -236,10 +298,10 @@ static __device__ __forceinline__ void tile_compute_stage(const typename tile_ty
   }
 }
 
-/* The whole K loop through the cp.async pipeline. `smem` holds
- * tile_smem<MATH, PARTS>::bytes. All threads of the block call it; on
+/* The whole K loop through the cp.async pipeline, B in layout BL. `smem`
+ * holds tile_smem<MATH, PARTS>::bytes. All threads of the block call it; on
  * return the shared memory is free for the caller. */
-template <int MATH, int PARTS>
+template <int MATH, int PARTS, int BL>
 static __device__ __forceinline__ void tile_gemm(void *smem, const void *A, size_t lda,
                                                  int rows_valid, const void *B, size_t ldb,
                                                  int b_col0, int b_col1, int K,
@@ -258,7 +320,7 @@ static __device__ __forceinline__ void tile_gemm(void *smem, const void *A, size
 #pragma unroll
   for (int s = 0; s < NS - 1; s++) {
     if (s < nk)
-      tile_load_stage<MATH, PARTS>(st0 + s * S::stage_elems, (const T *)A, lda, rows_valid,
+      tile_load_stage<MATH, PARTS, BL>(st0 + s * S::stage_elems, (const T *)A, lda, rows_valid,
                                    (const T *)B, ldb, b_col0, b_col1, s * S::BK);
     cp_async_commit();
   }
@@ -267,29 +329,34 @@ static __device__ __forceinline__ void tile_gemm(void *smem, const void *A, size
     __syncthreads();         /* ... everyone's; and stage kt-1 is free */
     const int next = kt + NS - 1;
     if (next < nk)
-      tile_load_stage<MATH, PARTS>(st0 + (next % NS) * S::stage_elems, (const T *)A, lda,
+      tile_load_stage<MATH, PARTS, BL>(st0 + (next % NS) * S::stage_elems, (const T *)A, lda,
                                    rows_valid, (const T *)B, ldb, b_col0, b_col1,
                                    next * S::BK);
     cp_async_commit();
-    tile_compute_stage<MATH, PARTS>(st0 + (kt % NS) * S::stage_elems, acc);
+    tile_compute_stage<MATH, PARTS, BL>(st0 + (kt % NS) * S::stage_elems, acc);
   }
   cp_async_wait<0>();
   __syncthreads();
 }
 
 /* Visit every accumulator element: f(row, col, part, value). Rows/cols are
- * tile-relative (0..BM-1, 0..BN-1). Adjacent column pairs arrive together
- * as (col, col+1) in consecutive calls on the tensor-core paths. */
+ * tile-relative (0..BM-1, 0..BN-1). b_layout: the BL tile_gemm ran with
+ * (the SIMT path's columns depend on it; a runtime value, as the visit is
+ * once per tile). A (row, col)'s parts arrive in consecutive calls, part 0
+ * first; adjacent column pairs arrive together as (col, col+1) on the
+ * tensor-core paths. */
 template <int MATH, int PARTS, class F>
-static __device__ __forceinline__ void tile_for_each(const tile_acc<PARTS> &acc, F f) {
+static __device__ __forceinline__ void tile_for_each(const tile_acc<PARTS> &acc, int b_layout,
+                                                     F f) {
   if (MATH == TILE_FP32) {
     const int ty = threadIdx.x >> 4, tx = threadIdx.x & 15;
+    const int c0 = b_layout == TILE_B_KN ? tx * 4 : tx, cs = b_layout == TILE_B_KN ? 1 : 16;
 #pragma unroll
     for (int i = 0; i < 8; i++)
 #pragma unroll
       for (int j = 0; j < 4; j++)
 #pragma unroll
-        for (int p = 0; p < PARTS; p++) f(ty * 8 + i, tx * 4 + j, p, acc.v[p][i * 4 + j]);
+        for (int p = 0; p < PARTS; p++) f(ty * 8 + i, c0 + j * cs, p, acc.v[p][i * 4 + j]);
   } else {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int wm = warp & 3, wn = warp >> 2, g = lane >> 2, t = lane & 3;
