@@ -9,9 +9,29 @@
  *   build/bench/gemm --quick          # fewer cases and shapes
  *   build/bench/gemm --dtype bf16 --shape dense     # filters (bf16|fp16|tf32, dense|grouped|smallm)
  *   build/bench/gemm --variant v1,pp  # engine variants (v1 w1 pp sk2 sk4; default all, docs/tile.md "v2")
+ *   build/bench/gemm --device-groups  # only the grouped cases, each in host-groups (hg) and
+ *                                     # device-groups (dg) mode beside cuBLAS (docs/tile.md "Device groups")
  *   options: --iters N (timed runs, median; default 10), --seed S, --threads T (CPU reference),
- *            --raster M (m-blocks per raster band; default the engine's 16)
+ *            --raster M (m-blocks per raster band; default the engine's 16),
+ *            --dg-concurrent (device-groups checks: write the table from a kernel on a
+ *            second stream while the engine already waits, instead of in stream order
+ *            before it; on an H200 the engine's blocks fill every SM and the writer never
+ *            got a slot: the engine's table wait timed out, 2026-11-23)
  * Every variant a case is timed in is checked first on the same case.
+ *
+ * Groups modes. Every case with more than one group runs in both:
+ *   hg  host groups: per-group tensor maps built from host-known row counts
+ *   dg  device groups: the row counts and row offsets live in device memory
+ *       and the engine derives its tasks from them. In the checks the table
+ *       (poisoned first: rows = -1) is written by a one-warp kernel on a
+ *       second stream that sleeps DG_DELAY_NS and then releases the table's
+ *       readiness counter, while the engine already runs and waits on it.
+ *       In the timings the table is written before (stream order), so the
+ *       engine's time includes reading the table, not the wait.
+ * Row layout (both modes): the groups sit in one row buffer with gaps of
+ * GUARD + 3 * (g % 4) rows before group g and GUARD rows after the last, so
+ * groups start at offsets that are not tile-aligned; A and C share the
+ * layout (C row = A row), and every gap row of C must stay poisoned.
  *
  * Problem: C[rows x n_out] = epilogue(A[rows x K] . B[N x K]^T) per group,
  * A and B K-contiguous (B in nn.Linear layout), fp32 accumulation.
@@ -74,6 +94,9 @@ struct options {
   int threads;
   unsigned variants; /* bit v: run variant v (all by default) */
   int raster_m;      /* 0 = the engine's default */
+  int device_groups; /* --device-groups: only cases that run in both groups modes */
+  int dg_same_stream;/* 1 (default): device-groups checks publish the table in stream order;
+                        0 (--dg-concurrent): from a concurrent kernel */
 };
 static options g_opt;
 static int g_num_sms, g_l2_bytes;
@@ -155,21 +178,35 @@ struct gcase {
   int timeout_group;      /* -1, or the group whose readiness never arrives */
   int edge, rand_rows;    /* row sampling per group: 0 = check every row */
   int shape;              /* 0 dense, 1 grouped, 2 smallm, -1 correctness-only */
+  int dg_only;            /* device-groups mode only (the cases below)        */
+  int dg_table_never;     /* dg: the table's readiness counter never arrives */
+  int dg_bad_group;       /* dg: -1, or a group whose table entry is out of range */
 };
 
 /* Device buffers of a case. */
 struct gbufs {
-  int64_t row_off[MAX_GROUPS + 1]; /* A row of each group; row_off[G] = total */
-  int64_t crow_off[MAX_GROUPS];    /* C row of each group's first output row */
-  int64_t c_rows;                  /* rows of the C buffer including guards */
+  int64_t row_off[MAX_GROUPS];  /* buffer row of each group's first row (A) */
+  int64_t crow_off[MAX_GROUPS]; /* C row of each group's first output row (= row_off) */
+  int64_t c_rows;               /* rows of the buffer (A, C, Cref, scale, rowp) incl. gaps */
+  int64_t total_rows;           /* sum of the groups' rows */
   int n_out;
-  void *A, *B, *C, *Cref; /* Cref: cuBLAS output, contiguous [total x N] */
-  float *scale;           /* [total] */
-  void **rowp;            /* [total] device pointers */
-  uint32_t *ready;        /* per group per m-block counters */
+  void *A, *B, *C, *Cref; /* Cref: cuBLAS output [c_rows x N], same row layout */
+  float *scale;           /* [c_rows] */
+  void **rowp;            /* [c_rows] device pointers */
+  uint32_t *ready;        /* host groups: per group per m-block counters */
   uint32_t *error;
+  /* device groups */
+  int32_t *dg_off, *dg_rows;         /* [G] the table the engine reads (written by dg_writer_kernel) */
+  int32_t *dg_src_off, *dg_src_rows; /* [G] what the writer copies there */
+  uint32_t *dg_table_ready;          /* table readiness counter (target 1) */
+  uint32_t *dg_ready;                /* [G * dg_ready_gstride] per (group, m-block) counters */
+  int dg_ready_gstride;
   hop_plan plan;
 };
+
+enum { MODE_HG = 0, MODE_DG = 1 };
+static const char *mode_name(int m) { return m == MODE_DG ? "dg" : "hg"; }
+#define DG_DELAY_NS 50000ull /* the concurrent table writer sleeps this long first */
 
 static int dest_row(const gcase *c, int g, int r) { return c->row_ptr ? c->rows[g] - 1 - r : r; }
 static float row_scale_val(uint32_t seed, int64_t row) { return 0.5f + 0.125f * (float)((row * 2654435761u + seed) % 13); }
@@ -200,8 +237,9 @@ template <int DT> static cudaError_t plan_dt(int cfg, int var, hop_plan *plan, c
   return plan_cfg<hop_small_w1<DT>>(plan, pr);
 }
 
-static cudaError_t plan_case(const gcase *c, gbufs *b, uint64_t timeout_ns, int var) {
+static cudaError_t plan_case(const gcase *c, gbufs *b, uint64_t timeout_ns, int var, int mode) {
   hop_group_desc gd[MAX_GROUPS];
+  hop_dgroups_desc dd;
   const int es = in_esize(c->dtype), bm = c->cfg == CFG_LARGE ? 128 : 64;
   int64_t ready_off = 0;
   for (int g = 0; g < c->G; g++) {
@@ -229,6 +267,27 @@ static cudaError_t plan_case(const gcase *c, gbufs *b, uint64_t timeout_ns, int 
   pr.ldc = b->n_out;
   pr.num_groups = c->G;
   pr.groups = gd;
+  if (mode == MODE_DG) {
+    memset(&dd, 0, sizeof(dd));
+    dd.a = b->A;
+    dd.lda = c->K;
+    dd.capacity = (int)b->c_rows;
+    dd.b = b->B;
+    dd.ldb = c->K;
+    dd.c = b->C;
+    dd.row_ptr = c->row_ptr ? b->rowp : NULL;
+    dd.row_scale = c->row_scale ? b->scale : NULL;
+    dd.row_offset = b->dg_off;
+    dd.rows = b->dg_rows;
+    dd.table_ready = b->dg_table_ready;
+    dd.table_target = 1;
+    dd.ready = b->dg_ready;
+    dd.ready_target = 1;
+    dd.ready_stride = 1;
+    dd.ready_group_stride = b->dg_ready_gstride;
+    pr.groups = NULL;
+    pr.dgroups = &dd;
+  }
   pr.error = b->error;
   pr.timeout_ns = timeout_ns;
   pr.num_sms = g_num_sms;
@@ -278,30 +337,45 @@ static void alloc_case(const gcase *c, gbufs *b) {
   memset(b, 0, sizeof(*b));
   const int es = in_esize(c->dtype), os = out_esize(c->out), bm = c->cfg == CFG_LARGE ? 128 : 64;
   b->n_out = c->act == HOP_ACT_SWIGLU ? c->N / 2 : c->N;
-  int64_t t = 0, cr = GUARD, nready = 0;
+  /* one row buffer: gap, group 0, gap, group 1, ..., GUARD tail (see the file comment) */
+  int64_t t = 0, nready = 0;
+  int mt_max = 1;
   for (int g = 0; g < c->G; g++) {
+    t += GUARD + 3 * (g % 4);
     b->row_off[g] = t;
-    b->crow_off[g] = cr;
+    b->crow_off[g] = t;
     t += c->rows[g];
-    cr += c->rows[g] + GUARD;
-    nready += (c->rows[g] + bm - 1) / bm;
+    b->total_rows += c->rows[g];
+    const int mt = (c->rows[g] + bm - 1) / bm;
+    nready += mt;
+    mt_max = mt > mt_max ? mt : mt_max;
   }
-  b->row_off[c->G] = t;
-  b->c_rows = cr;
-  const int64_t tot = t > 0 ? t : 1;
-  CUDA_CHECK(cudaMalloc(&b->A, tot * c->K * es));
+  t += GUARD;
+  b->c_rows = t;
+  b->dg_ready_gstride = mt_max;
+  CUDA_CHECK(cudaMalloc(&b->A, t * c->K * es));
   CUDA_CHECK(cudaMalloc(&b->B, (int64_t)c->G * c->N * c->K * es));
   CUDA_CHECK(cudaMalloc(&b->C, b->c_rows * b->n_out * os));
-  CUDA_CHECK(cudaMalloc(&b->scale, tot * sizeof(float)));
-  CUDA_CHECK(cudaMalloc(&b->rowp, tot * sizeof(void *)));
+  CUDA_CHECK(cudaMalloc(&b->scale, t * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(&b->rowp, t * sizeof(void *)));
   CUDA_CHECK(cudaMalloc(&b->ready, (nready + 1) * sizeof(uint32_t)));
   CUDA_CHECK(cudaMalloc(&b->error, sizeof(uint32_t)));
+  CUDA_CHECK(cudaMalloc(&b->dg_off, 4 * sizeof(int32_t) * c->G));
+  b->dg_rows = b->dg_off + c->G;
+  b->dg_src_off = b->dg_off + 2 * c->G;
+  b->dg_src_rows = b->dg_off + 3 * c->G;
+  CUDA_CHECK(cudaMalloc(&b->dg_table_ready, sizeof(uint32_t)));
+  CUDA_CHECK(cudaMalloc(&b->dg_ready, (size_t)c->G * mt_max * sizeof(uint32_t)));
+  /* every buffer row gets a value, gap rows too: the engine reads them with
+   * device groups (tiles that run past a group's end), never stores them */
   fill(b->A, c->dtype, (size_t)t * c->K, g_opt.seed * 2 + 1, SCALE_A);
   fill(b->B, c->dtype, (size_t)c->G * c->N * c->K, g_opt.seed * 2 + 2, SCALE_B);
   /* per-row scales, destinations; readiness (all satisfied except timeout_group) */
-  float *hs = (float *)malloc(tot * sizeof(float));
-  void **hp = (void **)malloc(tot * sizeof(void *));
+  float *hs = (float *)calloc(t, sizeof(float));
+  void **hp = (void **)calloc(t, sizeof(void *));
   uint32_t *hr = (uint32_t *)malloc((nready + 1) * sizeof(uint32_t));
+  uint32_t *hdr = (uint32_t *)calloc((size_t)c->G * mt_max, sizeof(uint32_t));
+  int32_t *htab = (int32_t *)malloc(2 * sizeof(int32_t) * c->G);
   int64_t ri = 0;
   for (int g = 0; g < c->G; g++) {
     for (int r = 0; r < c->rows[g]; r++) {
@@ -309,15 +383,63 @@ static void alloc_case(const gcase *c, gbufs *b) {
       hs[row] = row_scale_val(g_opt.seed, row);
       hp[row] = (char *)b->C + (b->crow_off[g] + dest_row(c, g, r)) * b->n_out * os;
     }
-    for (int m = 0; m < (c->rows[g] + bm - 1) / bm; m++) hr[ri++] = g == c->timeout_group ? 0u : 1u;
+    for (int m = 0; m < (c->rows[g] + bm - 1) / bm; m++) {
+      hr[ri++] = g == c->timeout_group ? 0u : 1u;
+      hdr[(size_t)g * mt_max + m] = g == c->timeout_group ? 0u : 1u;
+    }
+    htab[g] = (int32_t)b->row_off[g];
+    /* an out-of-range entry: rows past the buffer's end */
+    htab[c->G + g] = g == c->dg_bad_group ? (int32_t)(b->c_rows - b->row_off[g] + 1) : c->rows[g];
   }
-  CUDA_CHECK(cudaMemcpy(b->scale, hs, tot * sizeof(float), cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(b->rowp, hp, tot * sizeof(void *), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(b->scale, hs, t * sizeof(float), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(b->rowp, hp, t * sizeof(void *), cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(b->ready, hr, (nready + 1) * sizeof(uint32_t), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(b->dg_ready, hdr, (size_t)c->G * mt_max * sizeof(uint32_t), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(b->dg_src_off, htab, 2 * sizeof(int32_t) * c->G, cudaMemcpyHostToDevice));
   free(hs);
   free(hp);
   free(hr);
+  free(hdr);
+  free(htab);
   CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+/* The device-side producer of the group table in the device-groups checks:
+ * one warp that sleeps delay_ns, copies the table (src -> dst: the stand-in
+ * for a previous phase that counts rows per expert) and releases the
+ * readiness counter. It must fit on an SM beside an engine block (384 x 168
+ * registers leave exactly one warp of <= 32 registers; shared memory ~30 KB),
+ * or, launched second, it would wait for engine blocks that wait for it. */
+__global__ void __maxnreg__(32)
+    dg_writer_kernel(const int32_t *src_off, const int32_t *src_rows, int32_t *off, int32_t *rows, int G,
+                     uint32_t *ready, uint64_t delay_ns) {
+  const uint64_t t0 = ptx_globaltimer_ns();
+  while (ptx_globaltimer_ns() - t0 < delay_ns) __nanosleep(1000);
+  for (int g = threadIdx.x; g < G; g += 32) {
+    off[g] = src_off[g];
+    rows[g] = src_rows[g];
+  }
+  __syncwarp(); /* the lanes' stores before lane 0's release (cumulative) */
+  if (threadIdx.x == 0) ptx_atom_add_acq_rel_gpu_u32(ready, 1u);
+}
+
+static cudaStream_t g_side; /* non-blocking: runs beside the legacy default stream */
+static cudaEvent_t g_side_ev;
+
+/* Device groups: poison the table (rows = -1, an invalid entry: reading it
+ * early would set HOP_ERR_TABLE), reset its counter, then publish it: from
+ * the side stream after DG_DELAY_NS (concurrent = 1) or in stream order. */
+static void dg_publish(const gcase *c, gbufs *b, int concurrent) {
+  CUDA_CHECK(cudaMemsetAsync(b->dg_off, 0xFF, 2 * sizeof(int32_t) * c->G, 0));
+  CUDA_CHECK(cudaMemsetAsync(b->dg_table_ready, 0, sizeof(uint32_t), 0));
+  if (c->dg_table_never) return;
+  if (concurrent) {
+    CUDA_CHECK(cudaEventRecord(g_side_ev, 0));
+    CUDA_CHECK(cudaStreamWaitEvent(g_side, g_side_ev, 0));
+  }
+  dg_writer_kernel<<<1, 32, 0, concurrent ? g_side : 0>>>(b->dg_src_off, b->dg_src_rows, b->dg_off, b->dg_rows,
+                                                           c->G, b->dg_table_ready, concurrent ? DG_DELAY_NS : 0);
+  CUDA_CHECK(cudaGetLastError());
 }
 
 static void free_case(gbufs *b) {
@@ -330,6 +452,9 @@ static void free_case(gbufs *b) {
   cudaFree(b->rowp);
   cudaFree(b->ready);
   cudaFree(b->error);
+  cudaFree(b->dg_off);
+  cudaFree(b->dg_table_ready);
+  cudaFree(b->dg_ready);
 }
 
 /* ---- CPU reference and comparison --------------------------------------------- */
@@ -460,28 +585,33 @@ static int pick_rows(const gcase *c, int g, int *out, uint32_t seed) {
 /* Check the engine's output of case c (in b->C) against the CPU. Returns
  * the number of bad elements (guards and expectations of the timeout
  * case included). */
-static int64_t check_case(const gcase *c, gbufs *b, uint32_t err_word, int var) {
+static int skipped_group(const gcase *c, int g, int mode) {
+  return g == c->timeout_group || (mode == MODE_DG && (c->dg_table_never || g == c->dg_bad_group));
+}
+static int64_t check_case(const gcase *c, gbufs *b, uint32_t err_word, int var, int mode) {
   const int os = out_esize(c->out);
   const int64_t celems = b->c_rows * b->n_out;
   void *hC = malloc(celems * os);
   CUDA_CHECK(cudaMemcpy(hC, b->C, celems * os, cudaMemcpyDeviceToHost));
   int64_t bad = 0, checked = 0;
-  /* guards: rows that belong to no group must still be poisoned */
+  /* gaps: rows that belong to no group must still be poisoned */
   for (int g = 0; g <= c->G; g++) {
     const int64_t r0 = g == 0 ? 0 : b->crow_off[g - 1] + c->rows[g - 1];
-    for (int64_t r = r0; r < r0 + GUARD; r++)
+    const int64_t r1 = g == c->G ? b->c_rows : b->crow_off[g];
+    for (int64_t r = r0; r < r1; r++)
       for (int j = 0; j < b->n_out; j++)
         if (!is_poison(hC, c->out, r * b->n_out + j)) {
           if (bad < 4) printf("    GUARD row %lld col %d written (after group %d)\n", (long long)r, j, g - 1);
           bad++;
         }
   }
-  if (c->timeout_group >= 0 && !(err_word & HOP_ERR_TIMEOUT)) {
-    printf("    expected HOP_ERR_TIMEOUT, error word = %u\n", err_word);
-    bad++;
-  }
-  if (c->timeout_group < 0 && err_word) {
-    printf("    unexpected error word %u\n", err_word);
+  const uint32_t want = (c->timeout_group >= 0 || (mode == MODE_DG && c->dg_table_never) ? HOP_ERR_TIMEOUT : 0u) |
+                        (mode == MODE_DG && c->dg_bad_group >= 0 ? HOP_ERR_TABLE : 0u);
+  if (err_word != want) {
+    printf("    error word %u, expected %u%s\n", err_word, want,
+           mode == MODE_DG && (err_word & ~want & HOP_ERR_TIMEOUT)
+               ? " (table wait timed out: with --dg-concurrent the writer kernel must find a free SM beside the engine)"
+               : mode == MODE_DG && (err_word & ~want & HOP_ERR_TABLE) ? " (table read before it was written?)" : "");
     bad++;
   }
   check_ctx x;
@@ -497,7 +627,7 @@ static int64_t check_case(const gcase *c, gbufs *b, uint32_t err_word, int var) 
   int *rows = (int *)malloc(sizeof(int) * (max_rows + 2 * c->edge + c->rand_rows));
   for (int g = 0; g < c->G; g++) {
     if (c->rows[g] == 0) continue;
-    if (g == c->timeout_group) { /* skipped task: its rows must be untouched */
+    if (skipped_group(c, g, mode)) { /* skipped tasks: their rows must be untouched */
       for (int r = 0; r < c->rows[g]; r++)
         for (int j = 0; j < b->n_out; j++)
           if (!is_poison(hC, c->out, (b->crow_off[g] + r) * b->n_out + j)) {
@@ -515,8 +645,8 @@ static int64_t check_case(const gcase *c, gbufs *b, uint32_t err_word, int var) 
   }
   bad += x.bad;
   checked = x.checked;
-  printf("  %-58s %-7s split %d: %s (%lld elements checked, %lld bad)\n", c->name, var_name(var),
-         b->plan.params.split_k, bad ? "FAIL" : "ok", (long long)checked, (long long)bad);
+  printf("  %-58s %-7s %s split %d: %s (%lld elements checked, %lld bad)\n", c->name, var_name(var),
+         mode_name(mode), b->plan.params.split_k, bad ? "FAIL" : "ok", (long long)checked, (long long)bad);
   free(rows);
   free(Bf);
   free(hC);
@@ -524,9 +654,10 @@ static int64_t check_case(const gcase *c, gbufs *b, uint32_t err_word, int var) 
 }
 
 /* Poison, run once, sync, check. */
-static int64_t run_and_check(const gcase *c, gbufs *b, int var) {
+static int64_t run_and_check(const gcase *c, gbufs *b, int var, int mode) {
   CUDA_CHECK(cudaMemset(b->C, 0xFF, b->c_rows * b->n_out * out_esize(c->out)));
   CUDA_CHECK(cudaMemset(b->error, 0, sizeof(uint32_t)));
+  if (mode == MODE_DG) dg_publish(c, b, !g_opt.dg_same_stream); /* launched before the engine */
   cudaError_t e = launch_case(c, var, &b->plan, 0);
   if (e != cudaSuccess) {
     printf("  %-58s LAUNCH FAILED: %s\n", c->name, cudaGetErrorString(e));
@@ -539,7 +670,7 @@ static int64_t run_and_check(const gcase *c, gbufs *b, int var) {
   }
   uint32_t err = 0;
   CUDA_CHECK(cudaMemcpy(&err, b->error, sizeof(err), cudaMemcpyDeviceToHost));
-  return check_case(c, b, err, var);
+  return check_case(c, b, err, var, mode);
 }
 
 /* ---- timing ------------------------------------------------------------------- */
@@ -631,25 +762,29 @@ struct cublas_times {
   float dirty, clean, b2b;
 };
 
-static void report_case(const gcase *c, gbufs *b, int var, const cublas_times *tc) {
-  const int64_t tot = b->row_off[c->G];
+static void report_case(const gcase *c, gbufs *b, int var, int mode, const cublas_times *tc) {
+  const int64_t tot = b->total_rows;
   int active = 0;
   for (int g = 0; g < c->G; g++) active += c->rows[g] > 0;
   const double flops = 2.0 * tot * c->N * c->K;
   const double wbytes = (double)active * c->N * c->K * in_esize(c->dtype);
   const double bytes = (double)tot * c->K * in_esize(c->dtype) + wbytes + (double)tot * b->n_out * out_esize(c->out);
+  if (mode == MODE_DG) { /* the table is written before the timed launches (no wait inside) */
+    dg_publish(c, b, 0);
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
   const float te = time_case(c, b, 0, var, FLUSH_DIRTY);
   char cfgname[16];
   snprintf(cfgname, sizeof(cfgname), "%s", var == VAR_PP ? "128x128pp" : c->cfg == CFG_LARGE ? "128x256" : "64x128");
-  printf("  %-34s %-7s %-9s engine %8.4f ms %7.1f TFLOP/s %6.0f GB/s | cuBLAS %8.4f ms %7.1f TFLOP/s | engine/cuBLAS %.2f\n",
-         c->name, var_name(var), cfgname, te, flops / te * 1e-9, bytes / te * 1e-6, tc->dirty, flops / tc->dirty * 1e-9,
-         tc->dirty / te);
+  printf("  %-34s %-7s %s %-9s engine %8.4f ms %7.1f TFLOP/s %6.0f GB/s | cuBLAS %8.4f ms %7.1f TFLOP/s | engine/cuBLAS %.2f\n",
+         c->name, var_name(var), mode_name(mode), cfgname, te, flops / te * 1e-9, bytes / te * 1e-6, tc->dirty,
+         flops / tc->dirty * 1e-9, tc->dirty / te);
   if (c->shape == 2) { /* small-M: the flush method and the launch matter; weights-only bandwidth */
     const float tcl = time_case(c, b, 0, var, FLUSH_CLEAN);
     const float tbb = time_case(c, b, 0, var, BACK2BACK);
-    printf("  %-34s %-7s %-9s   weights %.1f MB: dirty-flush %6.0f GB/s | clean-flush %8.4f ms %6.0f GB/s"
+    printf("  %-34s %-7s %-2s %-9s   weights %.1f MB: dirty-flush %6.0f GB/s | clean-flush %8.4f ms %6.0f GB/s"
            " (cuBLAS %8.4f ms) | back-to-back x%d %8.4f ms %6.0f GB/s (cuBLAS %8.4f ms)\n",
-           "", "", "", wbytes * 1e-6, wbytes / te * 1e-6, tcl, wbytes / tcl * 1e-6, tc->clean, B2B_LAUNCHES, tbb,
+           "", "", "", "", wbytes * 1e-6, wbytes / te * 1e-6, tcl, wbytes / tcl * 1e-6, tc->clean, B2B_LAUNCHES, tbb,
            wbytes / tbb * 1e-6, tc->b2b);
   }
   fflush(stdout);
@@ -672,6 +807,7 @@ static gcase make_case(const char *name, int dtype, int cfg, int act, int out, i
   c.K = K;
   c.timeout_group = -1;
   c.shape = -1;
+  c.dg_bad_group = -1;
   return c;
 }
 static int out_of(int dtype) { return dtype == HOP_BF16 ? HOP_OUT_BF16 : dtype == HOP_FP16 ? HOP_OUT_FP16 : HOP_OUT_FP32; }
@@ -692,6 +828,19 @@ static int case_variants(const gcase *c, int *v) {
   return n;
 }
 static int want_shape(int s) { return g_opt.shape < 0 || g_opt.shape == s; }
+
+/* Groups modes a case runs in with variant var (each checked, the same
+ * timed): host groups unless the case is device-only; device groups for
+ * every case with more than one group, except with split-K (the engine
+ * refuses it there: the workspace is sized by host-known tiles). */
+static int case_modes(const gcase *c, int var, int *m) {
+  int n = 0;
+  if (!c->dg_only) m[n++] = MODE_HG;
+  if ((c->G > 1 || c->dg_only) && var_split(var) == 1) m[n++] = MODE_DG;
+  return n;
+}
+/* --device-groups keeps only the cases that run in both modes (or in dg only). */
+static int keep_case(const gcase *c) { return !g_opt.device_groups || c->G > 1 || c->dg_only; }
 
 /* Correctness-only cases for one dtype (irregular sizes, epilogues, gating). */
 static int correctness_cases(int dt, gcase *v) {
@@ -715,6 +864,23 @@ static int correctness_cases(int dt, gcase *v) {
   s.row_ptr = s.row_scale = 1;
   v[n++] = s;
   v[n++] = make_case("fp32 out {65,130,64}x512x320", dt, CFG_LARGE, HOP_ACT_NONE, HOP_OUT_FP32, 3, r5, 512, 320);
+  /* device groups only: the table's counter never arrives (every block times
+   * out, nothing written); one entry past the buffer (HOP_ERR_TABLE, that
+   * group unwritten, the others right); 128 groups of 0..300 rows (the
+   * table scan spans 4 warps' worth of groups, many partial tiles) */
+  gcase d1 = make_case("dg: table never ready -> timeout", dt, CFG_LARGE, HOP_ACT_NONE, o, 3, r5, 256, 128);
+  d1.dg_only = d1.dg_table_never = 1;
+  v[n++] = d1;
+  gcase d2 = make_case("dg: entry 1 out of range -> HOP_ERR_TABLE", dt, CFG_LARGE, HOP_ACT_NONE, o, 3, r5, 256, 128);
+  d2.dg_only = 1;
+  d2.dg_bad_group = 1;
+  v[n++] = d2;
+  int r7[MAX_GROUPS];
+  for (int g = 0; g < MAX_GROUPS; g++) r7[g] = g % 9 == 4 ? 0 : (int)((g * 2654435761u >> 7) % 301);
+  gcase d3 = make_case("dg: 128 groups of 0..300 rows x256x320", dt, CFG_LARGE, HOP_ACT_SILU, o, MAX_GROUPS, r7, 256, 320);
+  d3.dg_only = 1;
+  d3.row_scale = 1;
+  v[n++] = d3;
   return n;
 }
 
@@ -746,6 +912,20 @@ static int bench_cases(int dt, gcase *v) {
         c.shape = 1;
         v[n++] = c;
       }
+    /* an MoE-like uneven split: 128 groups of 0..1023 rows (~64K rows in
+     * all; most groups end in a partial tile, none starts tile-aligned) */
+    for (int ki = 0; ki < 3; ki += 2) {
+      if (g_opt.quick) continue;
+      int rows[MAX_GROUPS];
+      for (int g = 0; g < MAX_GROUPS; g++) rows[g] = (int)((g * 2654435761u + 12345u) >> 9) % 1024;
+      char nm[64];
+      snprintf(nm, sizeof(nm), "grouped 128x0..1023 x2048x%d", ks[ki]);
+      gcase c = make_case(nm, dt, CFG_LARGE, HOP_ACT_NONE, o, MAX_GROUPS, rows, 2048, ks[ki]);
+      c.edge = 16;
+      c.rand_rows = 16;
+      c.shape = 1;
+      v[n++] = c;
+    }
   }
   if (want_shape(2)) {
     static const int ms[] = {16, 64, 256};
@@ -789,9 +969,9 @@ static int debug_one(int dt, int cfg, int M, int N, int K, int pattern, int var)
   gcase c = make_case("debug", dt, cfg, HOP_ACT_NONE, o, 1, &M, N, K);
   gbufs b;
   alloc_case(&c, &b); /* random fill, then overwritten with the pattern */
-  CUDA_CHECK(cudaMemcpy(b.A, ha, (size_t)M * K * es, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy((char *)b.A + b.row_off[0] * K * es, ha, (size_t)M * K * es, cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(b.B, hb, (size_t)N * K * es, cudaMemcpyHostToDevice));
-  CUDA_CHECK(plan_case(&c, &b, 1000000000ull, var));
+  CUDA_CHECK(plan_case(&c, &b, 1000000000ull, var, MODE_HG));
   CUDA_CHECK(cudaMemset(b.C, 0xFF, b.c_rows * b.n_out * os));
   CUDA_CHECK(cudaMemset(b.error, 0, 4));
   CUDA_CHECK(launch_case(&c, var, &b.plan, 0));
@@ -847,7 +1027,7 @@ static int debug_one(int dt, int cfg, int M, int N, int K, int pattern, int var)
 static void usage(void) {
   printf("usage: gemm [--debug] [--check-only] [--quick] [--dtype bf16|fp16|tf32] "
          "[--shape dense|grouped|smallm] [--variant v1,w1,pp,sk2,sk4] [--raster M] [--iters N] [--seed S] "
-         "[--threads T]\n");
+         "[--threads T] [--device-groups] [--dg-concurrent]\n");
 }
 
 int main(int argc, char **argv) {
@@ -856,6 +1036,7 @@ int main(int argc, char **argv) {
   g_opt.iters = 10;
   g_opt.seed = 1234;
   g_opt.threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  g_opt.dg_same_stream = 1;
   g_opt.variants = (1u << NUM_VARS) - 1;
   for (int i = 1; i < argc; i++) {
     const char *s = argv[i];
@@ -872,6 +1053,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(s, "--seed") && i + 1 < argc) g_opt.seed = (uint32_t)atoi(argv[++i]);
     else if (!strcmp(s, "--threads") && i + 1 < argc) g_opt.threads = atoi(argv[++i]);
     else if (!strcmp(s, "--raster") && i + 1 < argc) g_opt.raster_m = atoi(argv[++i]);
+    else if (!strcmp(s, "--device-groups")) g_opt.device_groups = 1;
+    else if (!strcmp(s, "--dg-concurrent")) g_opt.dg_same_stream = 0;
     else if (!strcmp(s, "--variant") && i + 1 < argc) {
       char buf[128];
       snprintf(buf, sizeof(buf), "%s", argv[++i]);
@@ -933,24 +1116,43 @@ int main(int argc, char **argv) {
     if (!want_dtype(dt)) continue;
     nc += bench_cases(dt, cases + nc);
   }
-  printf("correctness (%d cases, each in every variant it is timed in; timed shapes checked on sampled rows):\n", nc);
+  CUDA_CHECK(cudaStreamCreateWithFlags(&g_side, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreateWithFlags(&g_side_ev, cudaEventDisableTiming));
+  {
+    /* load the writer now (lazy module loading would otherwise load it at its
+     * first launch, possibly while an engine that waits for it is resident) */
+    cudaFuncAttributes fa;
+    CUDA_CHECK(cudaFuncGetAttributes(&fa, dg_writer_kernel));
+    if (fa.numRegs > 32) printf("warning: dg_writer_kernel uses %d registers (> 32): may not fit beside the engine\n", fa.numRegs);
+  }
+  printf("correctness (%d cases, each in every variant and groups mode it is timed in; timed shapes checked on "
+         "sampled rows;\n             dg: table written by a %s):\n",
+         nc, g_opt.dg_same_stream ? "kernel before the engine (same stream)"
+                                  : "concurrent kernel on a second stream after a 50 us sleep");
   int64_t bad = 0;
   int nchecked = 0;
   for (int i = 0; i < nc; i++) {
+    if (!keep_case(&cases[i])) continue;
     gbufs b;
     alloc_case(&cases[i], &b);
     int vars[NUM_VARS];
     const int nv = case_variants(&cases[i], vars);
     for (int vi = 0; vi < nv; vi++) {
-      cudaError_t e = plan_case(&cases[i], &b, cases[i].timeout_group >= 0 ? 200000ull : 2000000000ull, vars[vi]);
-      if (e != cudaSuccess) {
-        printf("  %-58s %-7s PLAN FAILED: %s\n", cases[i].name, var_name(vars[vi]), cudaGetErrorString(e));
-        bad++;
-      } else {
-        bad += run_and_check(&cases[i], &b, vars[vi]);
-        nchecked++;
+      int modes[2];
+      const int nm = case_modes(&cases[i], vars[vi], modes);
+      for (int mi = 0; mi < nm; mi++) {
+        const int gated = cases[i].timeout_group >= 0 || cases[i].dg_table_never;
+        cudaError_t e = plan_case(&cases[i], &b, gated ? 200000ull : 2000000000ull, vars[vi], modes[mi]);
+        if (e != cudaSuccess) {
+          printf("  %-58s %-7s %s PLAN FAILED: %s\n", cases[i].name, var_name(vars[vi]), mode_name(modes[mi]),
+                 cudaGetErrorString(e));
+          bad++;
+        } else {
+          bad += run_and_check(&cases[i], &b, vars[vi], modes[mi]);
+          nchecked++;
+        }
+        hop_plan_destroy(&b.plan);
       }
-      hop_plan_destroy(&b.plan);
     }
     free_case(&b);
   }
@@ -958,7 +1160,7 @@ int main(int argc, char **argv) {
     printf("MISMATCHES: %lld bad elements; no timing\n", (long long)bad);
     return 1;
   }
-  printf("all results match (%d case x variant runs)\n", nchecked);
+  printf("all results match (%d case x variant x groups-mode runs)\n", nchecked);
   if (g_opt.check_only) return 0;
 
   /* 2. timings */
@@ -972,9 +1174,10 @@ int main(int argc, char **argv) {
          "        small-M adds a clean (read) flush and %d back-to-back launches):\n",
          g_opt.iters, g_flush_bytes >> 20, B2B_LAUNCHES);
   for (int i = first_bench; i < nc; i++) {
+    if (!keep_case(&cases[i])) continue;
     gbufs b;
     alloc_case(&cases[i], &b);
-    CUDA_CHECK(cudaMalloc(&b.Cref, b.row_off[cases[i].G] * cases[i].N * out_esize(cases[i].out) + 16));
+    CUDA_CHECK(cudaMalloc(&b.Cref, b.c_rows * cases[i].N * out_esize(cases[i].out) + 16));
     cublas_times tc;
     tc.dirty = time_case(&cases[i], &b, 1, 0, FLUSH_DIRTY);
     tc.clean = cases[i].shape == 2 ? time_case(&cases[i], &b, 1, 0, FLUSH_CLEAN) : 0.f;
@@ -982,9 +1185,13 @@ int main(int argc, char **argv) {
     int vars[NUM_VARS];
     const int nv = case_variants(&cases[i], vars);
     for (int vi = 0; vi < nv; vi++) {
-      CUDA_CHECK(plan_case(&cases[i], &b, 2000000000ull, vars[vi]));
-      report_case(&cases[i], &b, vars[vi], &tc);
-      hop_plan_destroy(&b.plan);
+      int modes[2];
+      const int nm = case_modes(&cases[i], vars[vi], modes);
+      for (int mi = 0; mi < nm; mi++) {
+        CUDA_CHECK(plan_case(&cases[i], &b, 2000000000ull, vars[vi], modes[mi]));
+        report_case(&cases[i], &b, vars[vi], modes[mi], &tc);
+        hop_plan_destroy(&b.plan);
+      }
     }
     free_case(&b);
   }
@@ -992,5 +1199,7 @@ int main(int argc, char **argv) {
   cudaFree(g_flush);
   cudaFree(g_flush_clean);
   cudaFree(g_sink);
+  cudaEventDestroy(g_side_ev);
+  cudaStreamDestroy(g_side);
   return 0;
 }

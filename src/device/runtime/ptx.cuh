@@ -51,6 +51,13 @@ static __device__ __forceinline__ uint64_t ptx_globaltimer_ns(void) {
   return t;
 }
 
+/* The SM this thread runs on (%smid). */
+static __device__ __forceinline__ uint32_t ptx_smid(void) {
+  uint32_t s;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+  return s;
+}
+
 /* 16-byte load that bypasses L1 (data another GPU wrote into our memory). */
 static __device__ __forceinline__ int4 ptx_ld_cg_v4(const int4 *p) {
   int4 v;

@@ -19,7 +19,10 @@
  * Tasks (output tiles BM x BN of one group, times split_k K slices) are
  * numbered group by group; block b takes tasks b, b + gridDim.x, ... (static
  * persistent schedule), producer and consumers walk the same sequence
- * independently.
+ * independently. Groups are described on the host (per-group tensor maps) or,
+ * with device groups, by a row-count table in device memory that every block
+ * reads after a bounded readiness wait and turns into its task list in shared
+ * memory (hop_dg_build); the mainloops and epilogues are shared.
  *
  * Mainloop schedules (hop_cfg::ml, docs/tile.md "v2"):
  *   HOP_ML_V1        cooperative: both consumer WGs on one tile, wgmma.wait_group 0
@@ -75,6 +78,10 @@ enum hop_act {
 /* Error bits OR-ed into *hop_params.error (device memory, host reads after the
  * kernel). A timed-out task is skipped: its output rows are not written. */
 #define HOP_ERR_TIMEOUT 1u
+/* Device groups: a table entry was out of range (rows < 0, row_offset < 0,
+ * or row_offset + rows > the row buffer's capacity); that group is treated
+ * as empty (no task, nothing written). */
+#define HOP_ERR_TABLE 2u
 
 /* Named barriers (0 is __syncthreads): split-K arrival handshake of the two
  * consumer WGs; ping-pong order barriers HOP_BAR_ORDER + wg. */
@@ -122,7 +129,8 @@ template <int DT, int BM_, int BN_, int STAGES_, int ML_ = HOP_ML_V1> struct hop
   static constexpr int bar_offset = STAGES * stage_bytes;      /* full[STAGES], empty[STAGES] */
   static constexpr int flag_offset = bar_offset + 16 * STAGES; /* u32 task status per stage */
   static constexpr int sk_offset = flag_offset + 4 * STAGES;   /* u32 split-K "this WG pair writes" */
-  static constexpr int smem_bytes = 1024 /* alignment slack */ + sk_offset + 16;
+  static constexpr int dg_offset = sk_offset + 16; /* device groups: hop_dg_table (size set at launch) */
+  static constexpr int smem_bytes = 1024 /* alignment slack */ + dg_offset; /* host groups */
 
   static_assert(BM == 64 || BM == 128, "BM: 64 (small-M) or 128");
   static_assert(!pingpong || BM == 128, "ping-pong: one WG owns 128 rows (two m64 halves)");
@@ -158,32 +166,55 @@ template <int DT> struct hop_pp : hop_cfg<DT, 128, 128, 6, HOP_ML_PINGPONG> {};
 
 /* ---- problem description (device memory / kernel parameter) -------------- */
 
-/* One group (expert) in device memory, 64 bytes. Group g's A rows and B are
- * reached through tensor maps (hop_params.group_maps[2g], [2g+1]) whose
- * outer dimension is the group's row count: TMA zero-fills rows past the end,
- * so no row of another group is ever read. */
+/* Two ways to describe the groups (docs/tile.md "Groups and bounds", "Device
+ * groups"):
+ *   host groups    the row counts M_g are known on the host: one hop_group per
+ *                  group (tile_begin built on the host) and a pair of tensor
+ *                  maps per group (or, dense, one pair in the kernel parameter)
+ *   device groups  the row counts are written on the device (a previous phase
+ *                  or kernel): hop_params.dg_rows != NULL. One A map over the
+ *                  whole row buffer [dg_capacity x K], one B map over all
+ *                  groups' weights stacked [num_groups * N x K] (both in the
+ *                  kernel parameter), ONE hop_group (groups[0]) holding C,
+ *                  row_ptr, row_scale and the readiness counters, all indexed
+ *                  by row of the buffer (row_offset_g + r). The block reads
+ *                  the table after a bounded wait on dg_table_ready and
+ *                  derives the task list in shared memory (hop_dg_table).
+ * A task reaches its group's data only through hop_task.desc (which hop_group),
+ * .row_base (added to every A / C row of the group) and .group (times
+ * hop_params.b_group_rows: B row base), so the roles and the epilogue do not
+ * know which mode they run in. */
+
+/* One group (expert) in device memory, 64 bytes. Host groups: group g's A
+ * rows and B are reached through tensor maps (hop_params.group_maps[2g],
+ * [2g+1]) whose outer dimension is the group's row count: TMA zero-fills rows
+ * past the end, so no row of another group is ever read. Device groups: the
+ * one descriptor of the launch; rows / tile_begin unused. */
 struct hop_group {
   int32_t rows;            /* M_g >= 0                                          */
   int32_t tile_begin;      /* first task index (prefix sum of tiles before g)   */
   void *c;                 /* output [rows x n_out], pitch ldc; unused if row_ptr */
   void *const *row_ptr;    /* or NULL: row r goes to row_ptr[r] (n_out elements) */
   const float *row_scale;  /* or NULL: output row r is multiplied by row_scale[r] */
-  const uint32_t *ready;   /* or NULL: task (m_blk) waits for                    */
-  uint32_t ready_target;   /*   ready[m_blk * ready_stride] - target >= 0 (signed) */
-  int32_t ready_stride;    /*   0: one counter for the whole group              */
-  uint32_t pad_[4];
+  const uint32_t *ready;   /* or NULL: task (group g, m_blk) waits for           */
+  uint32_t ready_target;   /*   ready[g * ready_group_stride + m_blk * ready_stride] */
+  int32_t ready_stride;    /*   - target >= 0 (signed); 0: one counter per group */
+  int32_t ready_group_stride; /* host groups: 0 (each group has its own pointer) */
+  uint32_t pad_[3];
 };
 static_assert(sizeof(hop_group) == 64, "hop_group layout");
 
 /* Kernel parameter (passed __grid_constant__). Dense problems (one group)
- * use the maps a, b here; grouped problems use group_maps in global memory. */
+ * and device groups use the maps a, b here; host-grouped problems use
+ * group_maps in global memory. */
 struct hop_params {
-  CUtensorMap a, b;              /* dense: A [rows x K], B [N x K]             */
-  const CUtensorMap *group_maps; /* grouped: [2 * num_groups] (A_g, B_g), or NULL */
-  const hop_group *groups;       /* [num_groups]                               */
+  CUtensorMap a, b;              /* dense: A [rows x K], B [N x K];
+                                    device groups: A [dg_capacity x K], B [num_groups * N x K] */
+  const CUtensorMap *group_maps; /* host groups: [2 * num_groups] (A_g, B_g), or NULL */
+  const hop_group *groups;       /* host groups: [num_groups]; device groups: [1] */
   int32_t num_groups;
-  int32_t total_tiles;           /* output tiles over all groups               */
-  int32_t total_tasks;           /* total_tiles * split_k                      */
+  int32_t total_tiles;           /* output tiles over all groups (host groups) */
+  int32_t total_tasks;           /* total_tiles * split_k (host groups)        */
   int32_t split_k;               /* K slices per tile (1 = none; COOP only)    */
   int32_t kb_per_split;          /* k-blocks of one slice (last one may be shorter) */
   int32_t nkb;                   /* k-blocks of K: ceil(K / BK)                */
@@ -197,7 +228,25 @@ struct hop_params {
   int32_t ldc;                   /* output pitch in elements                   */
   uint32_t *error;               /* HOP_ERR_* bits, or NULL                    */
   uint64_t timeout_ns;           /* per readiness wait                         */
+  /* device groups (NULL dg_rows: host groups) */
+  const int32_t *dg_row_offset;  /* [num_groups] first buffer row of group g   */
+  const int32_t *dg_rows;        /* [num_groups] M_g                           */
+  const uint32_t *dg_table_ready;/* or NULL: the table is written when       */
+  uint32_t dg_table_target;      /*   (int32)(*dg_table_ready - target) >= 0   */
+  int32_t dg_capacity;           /* rows of the buffer (A map's outer dim, C rows) */
+  int32_t b_group_rows;          /* B rows per group in the B map: N (device groups), 0 (host) */
 };
+
+/* Device groups: the task table a block builds in shared memory at
+ * hop_cfg::dg_offset before the roles start (hop_dg_build), int32 words:
+ *   [0]                ok: 1 = table read; 0 = its readiness wait timed out
+ *   [1, G + 2)         tile_begin[0 .. G]: prefix of ceil(M_g / BM) * n_tiles;
+ *                      tile_begin[G] = the launch's task count
+ *   [G + 2, 2G + 2)    rows[G] (0 for an invalid entry: HOP_ERR_TABLE)
+ *   [2G + 2, 3G + 2)   row_offset[G]                                          */
+static __host__ __device__ __forceinline__ int hop_dg_smem_bytes(int num_groups) {
+  return ((3 * num_groups + 2) * 4 + 15) & ~15;
+}
 
 /* ---- layer 1: primitives the roles share ----------------------------------- */
 
@@ -211,15 +260,15 @@ static __device__ __forceinline__ void hop_mbar_wait(uint64_t *bar, uint32_t par
 
 /* Bounded wait of one thread for a readiness counter: 1 when
  * (int32)(*ctr - target) >= 0, 0 after timeout_ns (sets HOP_ERR_TIMEOUT) or at
- * once when the error word already has bits (another task timed out: do not
- * wait again for a dead producer). */
+ * once when the error word already has HOP_ERR_TIMEOUT (another wait timed
+ * out: do not wait again for a dead producer; other bits do not cut waits). */
 static __device__ __forceinline__ int hop_wait_ready(const uint32_t *ctr, uint32_t target,
                                                      uint64_t timeout_ns, uint32_t *error) {
   if ((int32_t)(ptx_ld_acquire_sys_u32(ctr) - target) >= 0) return 1;
   const uint64_t t0 = ptx_globaltimer_ns();
   for (;;) {
     if ((int32_t)(ptx_ld_acquire_sys_u32(ctr) - target) >= 0) return 1;
-    if (error && *(volatile uint32_t *)error) return 0;
+    if (error && (*(volatile uint32_t *)error & HOP_ERR_TIMEOUT)) return 0;
     if (ptx_globaltimer_ns() - t0 > timeout_ns) {
       if (error) atomicOr(error, HOP_ERR_TIMEOUT);
       return 0;
@@ -259,49 +308,71 @@ static __device__ __forceinline__ void hop_wgmma(float *d, uint64_t da, uint64_t
 /* ---- task schedule ------------------------------------------------------------ */
 
 struct hop_task {
-  int32_t group; /* index into hop_params.groups             */
-  int32_t m_blk; /* BM-row block inside the group            */
-  int32_t n_blk; /* BN-column block                          */
-  int32_t rows;  /* the group's M_g (rows >= M_g are skipped) */
-  int32_t tile;  /* output tile index (split-K workspace and counter) */
-  int32_t slice; /* K slice of the tile (0 without split-K)  */
-  int32_t kb0, kb1; /* k-blocks [kb0, kb1) of this task      */
+  int32_t group;    /* group index: tile_begin / tensor maps (host), B rows and ready counters */
+  int32_t desc;     /* hop_params.groups entry with C, row_ptr, row_scale, ready: group (host), 0 (device) */
+  int32_t row_base; /* buffer row of the group's row 0: 0 (host: per-group maps and
+                       pointers), row_offset_g (device: one map and pointers over all rows) */
+  int32_t m_blk;    /* BM-row block inside the group            */
+  int32_t n_blk;    /* BN-column block                          */
+  int32_t rows;     /* the group's M_g (rows >= M_g are skipped) */
+  int32_t tile;     /* output tile index (split-K workspace and counter) */
+  int32_t slice;    /* K slice of the tile (0 without split-K)  */
+  int32_t kb0, kb1; /* k-blocks [kb0, kb1) of this task         */
 };
 
 /* Per-role cursor over this block's tasks: blockIdx.x, + gridDim.x, ... */
 struct hop_sched {
-  int32_t next;  /* next task index        */
-  int32_t group; /* group of the last task (tasks only increase) */
+  int32_t next;       /* next task index        */
+  int32_t group;      /* group of the last task (tasks only increase) */
+  int32_t total;      /* tasks of the launch    */
+  const int32_t *tab; /* device groups: tile_begin[0] of the shared-memory table; NULL: host */
 };
 
-static __device__ __forceinline__ hop_sched hop_sched_init(void) {
+/* `dg_table`: the block's device-group table (hop_dg_build), or NULL. */
+template <class CFG>
+static __device__ __forceinline__ hop_sched hop_sched_init(const hop_params &p, const int32_t *dg_table) {
   hop_sched s;
   s.next = blockIdx.x;
   s.group = 0;
+  s.tab = dg_table ? dg_table + 1 : NULL;
+  s.total = dg_table ? dg_table[1 + p.num_groups] /* split_k is 1 */
+                     : CFG::ml == HOP_ML_V1 ? p.total_tiles : p.total_tasks;
   return s;
 }
 
 /* Next task of this block, or 0 when done. Inside a group, tiles go in bands
  * of raster_m m-blocks: down the band's m-blocks first, then to the next
  * n-block, so the ~#SMs tiles in flight share a few A row blocks and B column
- * blocks in L2. */
+ * blocks in L2. Host and device groups differ only in where tile_begin, rows
+ * and the row base come from (global hop_group vs the shared-memory table). */
 template <class CFG>
 static __device__ __forceinline__ int hop_sched_next(hop_sched *s, const hop_params &p,
                                                      hop_task *t) {
   const int task = s->next;
+  if (task >= s->total) return 0;
   int tile = task, slice = 0;
-  if (CFG::ml == HOP_ML_V1) {
-    if (task >= p.total_tiles) return 0;
-  } else {
-    if (task >= p.total_tasks) return 0;
+  if (CFG::ml != HOP_ML_V1) {
     tile = task / p.split_k; /* the slices of a tile are consecutive tasks: */
     slice = task - tile * p.split_k; /* they run side by side on neighbouring blocks */
   }
   s->next += gridDim.x;
-  while (s->group + 1 < p.num_groups && tile >= p.groups[s->group + 1].tile_begin) s->group++;
-  const hop_group *g = &p.groups[s->group];
-  const int rows = g->rows;
-  const int local = tile - g->tile_begin;
+  int tile_begin, rows;
+  if (s->tab) {
+    const int32_t *tb = s->tab; /* tile_begin[G + 1], rows[G], row_offset[G] */
+    while (s->group + 1 < p.num_groups && tile >= tb[s->group + 1]) s->group++;
+    tile_begin = tb[s->group];
+    rows = tb[p.num_groups + 1 + s->group];
+    t->row_base = tb[2 * p.num_groups + 1 + s->group];
+    t->desc = 0;
+  } else {
+    while (s->group + 1 < p.num_groups && tile >= p.groups[s->group + 1].tile_begin) s->group++;
+    const hop_group *g = &p.groups[s->group];
+    tile_begin = g->tile_begin;
+    rows = g->rows;
+    t->row_base = 0;
+    t->desc = s->group;
+  }
+  const int local = tile - tile_begin;
   const int m_tiles = (rows + CFG::BM - 1) / CFG::BM;
   const int band = p.raster_m * p.n_tiles;
   const int m0 = (local / band) * p.raster_m;
@@ -323,6 +394,62 @@ static __device__ __forceinline__ int hop_sched_next(hop_sched *s, const hop_par
   return 1;
 }
 
+/* Device groups: build the block's task table in shared memory (layout at
+ * hop_dg_smem_bytes). All CFG::threads threads call it, before the roles
+ * split; the caller's next __syncthreads publishes the result.
+ *   1. thread 0: bounded wait until the table is written (acquire, system
+ *      scope); on timeout HOP_ERR_TIMEOUT is set and the launch has no tasks
+ *   2. every thread: a strided share of the G entries, read with relaxed
+ *      GPU-scope loads (ordered after the acquire by the barrier; they go to
+ *      L2, never a stale L1 line), checked against the buffer capacity, and
+ *      the group's tile count
+ *   3. warp 0: inclusive scan of the tile counts into tile_begin
+ * The producer's TMA reads of A are ordered after the acquire by its own
+ * fence.proxy.async (hop_producer). */
+template <class CFG>
+static __device__ __forceinline__ void hop_dg_build(const hop_params &p, int32_t *table) {
+  const int G = p.num_groups;
+  int32_t *tb = table + 1, *rows = table + G + 2, *off = table + 2 * G + 2;
+  if (threadIdx.x == 0)
+    table[0] = p.dg_table_ready
+                   ? hop_wait_ready(p.dg_table_ready, p.dg_table_target, p.timeout_ns, p.error)
+                   : 1;
+  __syncthreads();
+  const int ok = table[0];
+  for (int g = threadIdx.x; g < G; g += CFG::threads) {
+    int32_t r = 0, o = 0;
+    if (ok) {
+      r = ptx_ld_relaxed_gpu_s32(p.dg_rows + g);
+      o = ptx_ld_relaxed_gpu_s32(p.dg_row_offset + g);
+      if (r < 0 || o < 0 || r > p.dg_capacity - o) {
+        if (p.error) atomicOr(p.error, HOP_ERR_TABLE);
+        r = 0;
+        o = 0;
+      }
+    }
+    rows[g] = r;
+    off[g] = o;
+    tb[g + 1] = (r + CFG::BM - 1) / CFG::BM * p.n_tiles;
+  }
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    int32_t carry = 0;
+    for (int base = 0; base < G; base += 32) {
+      const int g = base + lane;
+      int32_t v = g < G ? tb[g + 1] : 0;
+#pragma unroll
+      for (int d = 1; d < 32; d <<= 1) {
+        const int32_t u = __shfl_up_sync(0xFFFFFFFFu, v, d);
+        if (lane >= d) v += u;
+      }
+      if (g < G) tb[g + 1] = carry + v;
+      carry += __shfl_sync(0xFFFFFFFFu, v, 31);
+    }
+    if (lane == 0) tb[0] = 0;
+  }
+}
+
 #include "hopper_epilogue.cuh"
 
 /* ---- roles ------------------------------------------------------------------------ */
@@ -334,6 +461,7 @@ struct hop_smem {
   uint64_t *full, *empty;  /* STAGES mbarriers each       */
   volatile uint32_t *flag; /* STAGES: 1 = task skipped (timeout), written on its first stage */
   volatile uint32_t *sk;   /* split-K: 1 = this block's consumers reduce and write the tile */
+  const int32_t *dg;       /* device groups: the task table (hop_dg_build); NULL: host groups */
 };
 
 /* Producer: one thread. Per task: bounded readiness wait, then for each
@@ -345,10 +473,14 @@ struct hop_smem {
  * other WG's tasks in the ring). */
 template <class CFG>
 static __device__ __forceinline__ void hop_producer(const hop_params &p, const hop_smem &sm) {
-  hop_sched sc = hop_sched_init();
+  hop_sched sc = hop_sched_init<CFG>(p, sm.dg);
   hop_task t;
   uint32_t stage = 0, phase = 0;
   int fenced_group = -1;
+  /* device groups: the rows were published before the table's readiness
+   * counter (acquired by thread 0 in hop_dg_build, then __syncthreads):
+   * order this thread's TMA (async proxy) reads after it */
+  if (sm.dg) ptx_fence_proxy_async_global();
   while (hop_sched_next<CFG>(&sc, p, &t)) {
     const CUtensorMap *ma = &p.a, *mb = &p.b;
     if (p.group_maps) {
@@ -360,12 +492,12 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
         fenced_group = t.group;
       }
     }
-    const hop_group *g = &p.groups[t.group];
+    const hop_group *g = &p.groups[t.desc];
     const uint32_t *ready = g->ready;
     int ok = 1;
     if (ready) {
-      ok = hop_wait_ready(ready + (size_t)t.m_blk * g->ready_stride, g->ready_target, p.timeout_ns,
-                          p.error);
+      ok = hop_wait_ready(ready + (size_t)t.group * g->ready_group_stride + (size_t)t.m_blk * g->ready_stride,
+                          g->ready_target, p.timeout_ns, p.error);
       if (ok) ptx_fence_proxy_async_global(); /* TMA reads after the acquire */
     }
     for (int kb = t.kb0; kb < t.kb1; kb++) {
@@ -373,10 +505,14 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
       if (kb == t.kb0) sm.flag[stage] = ok ? 0u : 1u;
       if (ok) {
         ptx_mbar_arrive_expect_tx(&sm.full[stage], CFG::stage_bytes);
+        /* device groups: A rows past the group's end belong to the next group
+         * or to unused capacity (read, never stored); past the capacity TMA
+         * zero-fills. B rows past N of group g are group g+1's (columns >= N:
+         * never stored) or, for the last group, zero-filled. */
         ptx_tma_load_2d(sm.a + stage * CFG::a_stage_bytes, ma, &sm.full[stage], kb * CFG::BK,
-                        t.m_blk * CFG::BM);
+                        t.row_base + t.m_blk * CFG::BM);
         ptx_tma_load_2d(sm.b + stage * CFG::b_stage_bytes, mb, &sm.full[stage], kb * CFG::BK,
-                        t.n_blk * CFG::BN);
+                        t.group * p.b_group_rows + t.n_blk * CFG::BN);
       } else {
         ptx_mbar_arrive(&sm.full[stage]);
       }
@@ -540,7 +676,7 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
   const int col_off = CFG::BM == 128 || CFG::pingpong ? 0 : wg * CFG::WG_N;
   const uint64_t da0 = hop_desc(sm.a + a_off), db0 = hop_desc(sm.b + b_off);
   float acc[CFG::acc_regs];
-  hop_sched sc = hop_sched_init();
+  hop_sched sc = hop_sched_init<CFG>(p, sm.dg);
   hop_task t;
   uint32_t stage = 0, phase = 0;
   if (CFG::ml == HOP_ML_V1) { /* ---- v1: wait_group 0 every stage ---- */
@@ -594,7 +730,7 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
         stage = s % CFG::STAGES;
         continue;
       }
-      const uint32_t has_next = sc.next < p.total_tasks; /* sc.next: this block's next task */
+      const uint32_t has_next = sc.next < sc.total; /* sc.next: this block's next task */
       if (j > 1) ptx_named_bar_sync(HOP_BAR_ORDER + wg, 128 * CFG::consumer_wgs);
       if (!hop_mainloop_w1<CFG>(acc, sm, da0, db0, t, stage, phase, HOP_BAR_ORDER + (wg ^ 1), has_next)) {
 #pragma unroll
@@ -605,8 +741,10 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
   }
 }
 
-/* The kernel: grid = min(#SMs, tasks), CFG::threads threads, CFG::smem_bytes
- * of dynamic shared memory. Launch through hop_launch (hopper_host.cuh). */
+/* The kernel: grid = min(#SMs, tasks) (device groups: #SMs), CFG::threads
+ * threads, hop_plan.smem_bytes of dynamic shared memory (CFG::smem_bytes, plus
+ * the task table with device groups). Launch through hop_launch
+ * (hopper_host.cuh). */
 template <class CFG, int ACT, int OUT>
 __global__ void __launch_bounds__(CFG::threads, 1) hop_gemm_kernel(const __grid_constant__ hop_params p) {
   extern __shared__ uint8_t hop_smem_raw[];
@@ -618,6 +756,7 @@ __global__ void __launch_bounds__(CFG::threads, 1) hop_gemm_kernel(const __grid_
   sm.empty = sm.full + CFG::STAGES;
   sm.flag = (volatile uint32_t *)(base + CFG::flag_offset);
   sm.sk = (volatile uint32_t *)(base + CFG::sk_offset);
+  sm.dg = p.dg_rows ? (const int32_t *)(base + CFG::dg_offset) : NULL;
 
   const int wg = threadIdx.x / 128;
   const int warp_in_wg = (threadIdx.x / 32) % 4;
@@ -634,6 +773,7 @@ __global__ void __launch_bounds__(CFG::threads, 1) hop_gemm_kernel(const __grid_
       ptx_prefetch_tensormap(&p.b);
     }
   }
+  if (p.dg_rows) hop_dg_build<CFG>(p, (int32_t *)(base + CFG::dg_offset)); /* uniform branch */
   __syncthreads();
 
   if (wg == CFG::consumer_wgs) { /* producer warpgroup */

@@ -48,13 +48,14 @@ template <int ACT> static __device__ __forceinline__ float hop_act(float x) {
 /* Store one m64 x (2*NACC) accumulator slab of a consumer warpgroup (tile
  * rows row_off.., columns col_off.. inside task t's BM x BN tile): act, row
  * scale, round, plain st.global of column pairs. Rows >= t.rows (past the
- * group's end) and columns >= N are not written. */
+ * group's end) and columns >= N are not written. Row r of the group is row
+ * t.row_base + r of C, row_ptr and row_scale (device groups: the buffer row). */
 template <class CFG, int ACT, int OUT, int NACC>
 static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_params &p,
                                                     const hop_task &t, int row_off, int col_off) {
   typedef typename hop_out_type<OUT>::T T;
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
-  const hop_group *g = &p.groups[t.group];
+  const hop_group *g = &p.groups[t.desc];
   void *const *row_ptr = g->row_ptr;
   const float *row_scale = g->row_scale;
   T *const c = (T *)g->c;
@@ -64,8 +65,9 @@ static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_
   for (int h = 0; h < 2; h++) {
     const int row = row0 + 8 * h;
     if (row < t.rows) {
-      const float scale = row_scale ? row_scale[row] : 1.f;
-      T *const dst = row_ptr ? (T *)row_ptr[row] : c + (size_t)row * p.ldc;
+      const int brow = t.row_base + row;
+      const float scale = row_scale ? row_scale[brow] : 1.f;
+      T *const dst = row_ptr ? (T *)row_ptr[brow] : c + (size_t)brow * p.ldc;
 #pragma unroll
       for (int i = 0; i < NACC / 4; i++) {
         const int col = col0 + 8 * i; /* B row (pre-activation column) of acc[4i + 2h] */

@@ -6,6 +6,13 @@
  *   hop_plan     device resources built from it once (group table, tensor
  *                maps) and reused by every launch of the same problem
  *
+ * Groups come one of two ways (hopper.cuh, "problem description"):
+ *   hop_problem.groups    host groups: M_g known here, per-group maps
+ *   hop_problem.dgroups   device groups: M_g and row offsets written on the
+ *                         device before the launch or during it (behind a
+ *                         readiness counter); one map over the row buffer,
+ *                         one over the stacked weights
+ *
  *   hop_plan plan;
  *   hop_plan_create<hop_large<HOP_BF16>>(&plan, &problem);      // allocates
  *   hop_launch<hop_large<HOP_BF16>, HOP_ACT_NONE, HOP_OUT_BF16>(&plan, stream);
@@ -42,13 +49,46 @@ struct hop_group_desc {
   int ready_stride;
 };
 
+/* Device groups (docs/tile.md "Device groups"). Rows of group g are rows
+ * [row_offset[g], row_offset[g] + rows[g]) of one row buffer of `capacity`
+ * rows: A, C, row_ptr and row_scale are all indexed by buffer row. The
+ * offsets need no alignment; groups may leave gaps and must not overlap
+ * (overlapping groups would write the same C rows). The weights of all
+ * groups are stacked: group g's B is rows [g*N, (g+1)*N) of b.
+ * Pointers are device pointers; the table arrays are read by the kernel
+ * after table_ready says they are written, so a kernel running before or
+ * beside the engine may write them. */
+struct hop_dgroups_desc {
+  const void *a;           /* row buffer [capacity x K], pitch lda elements       */
+  int64_t lda;
+  int capacity;            /* rows of the buffer (the A map's outer dimension: TMA
+                              zero-fills past it); C / row_ptr / row_scale hold as many */
+  const void *b;           /* stacked weights [num_groups * N x K], pitch ldb     */
+  int64_t ldb;
+  void *c;                 /* output [capacity x n_out], pitch hop_problem.ldc; or NULL with row_ptr */
+  void *const *row_ptr;    /* optional [capacity] destinations, by buffer row     */
+  const float *row_scale;  /* optional [capacity] scales, by buffer row           */
+  const int32_t *row_offset; /* [num_groups], written on the device               */
+  const int32_t *rows;       /* [num_groups] M_g >= 0, written on the device       */
+  const uint32_t *table_ready; /* optional: the kernel waits (bounded, timeout_ns)
+                                  until (int32)(*table_ready - table_target) >= 0
+                                  before reading row_offset / rows (acquire; the
+                                  writer must release). NULL: written in stream order */
+  uint32_t table_target;
+  const uint32_t *ready;   /* optional per-task counters: task (g, m_blk) waits for */
+  uint32_t ready_target;   /*   ready[g * ready_group_stride + m_blk * ready_stride] */
+  int ready_stride;        /*   - ready_target >= 0; both strides 0: one counter    */
+  int ready_group_stride;
+};
+
 struct hop_problem {
   int dtype;          /* hop_dtype of A and B; must match the CFG's           */
   int act;            /* hop_act the launch will use (n_out = N/2 for SwiGLU) */
   int n, k;           /* N (rows of every B), K                                */
   int ldc;            /* output pitch in elements (>= n_out, even)             */
   int num_groups;     /* >= 1; 1 = dense (maps go in the kernel parameter)    */
-  const hop_group_desc *groups;
+  const hop_group_desc *groups; /* host groups [num_groups], or NULL with dgroups */
+  const hop_dgroups_desc *dgroups; /* device groups, or NULL (set exactly one of the two) */
   uint32_t *error;    /* device word for HOP_ERR_* bits, or NULL              */
   uint64_t timeout_ns;/* bound of each readiness wait                          */
   int num_sms;        /* grid cap: the device's multiprocessor count           */
@@ -57,7 +97,9 @@ struct hop_problem {
                          HOP_ML_COOP configurations. Lowered so that every slice
                          has >= 1 k-block (plan.params.split_k is the value used).
                          Deterministic: fixed-order fp32 reduction in a workspace
-                         the plan owns, so launches of one plan must not overlap. */
+                         the plan owns, so launches of one plan must not overlap.
+                         Device groups: must be 0 or 1 (the tile count is not
+                         known here to size the workspace). */
 };
 
 struct hop_plan {
@@ -65,8 +107,8 @@ struct hop_plan {
   hop_group *d_groups;    /* device group table (num_groups entries)    */
   CUtensorMap *d_maps;    /* device maps (grouped only), 2 per group    */
   void *d_split;          /* split-K workspace + counters, or NULL      */
-  int grid;               /* blocks to launch: min(num_sms, tiles)      */
-  int smem_bytes;         /* dynamic shared memory per block            */
+  int grid;               /* blocks to launch: min(num_sms, tiles); device groups: num_sms */
+  int smem_bytes;         /* dynamic shared memory per block (+ task table with device groups) */
 };
 
 typedef PFN_cuTensorMapEncodeTiled_v12000 hop_encode_fn;
@@ -117,6 +159,88 @@ static void hop_plan_destroy(hop_plan *plan) {
   plan->d_split = NULL;
 }
 
+/* Checks common to both modes. */
+template <class CFG> static cudaError_t hop_validate_common(const hop_problem *pr) {
+  if (pr->dtype != CFG::dtype || pr->num_groups < 1 || pr->num_sms < 1) return cudaErrorInvalidValue;
+  if (!pr->groups == !pr->dgroups) return cudaErrorInvalidValue; /* exactly one mode */
+  if (pr->split_k < 0 || pr->split_k > 64 || (pr->split_k > 1 && CFG::ml != HOP_ML_COOP))
+    return cudaErrorInvalidValue;
+  if (pr->n < 8 || pr->n % 8 || pr->k < 8 || pr->k % 8) return cudaErrorInvalidValue;
+  if (pr->act == HOP_ACT_SWIGLU && pr->n % (2 * HOP_SWIGLU_BLOCK)) return cudaErrorInvalidValue;
+  const int n_out = pr->act == HOP_ACT_SWIGLU ? pr->n / 2 : pr->n;
+  if (pr->ldc % 2 || pr->ldc < n_out) return cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
+/* Fields of hop_params both modes set the same way. */
+template <class CFG> static void hop_params_common(hop_params *p, const hop_problem *pr) {
+  p->num_groups = pr->num_groups;
+  p->nkb = (pr->k + CFG::BK - 1) / CFG::BK;
+  p->n_tiles = (pr->n + CFG::BN - 1) / CFG::BN;
+  p->raster_m = pr->raster_m > 0 ? pr->raster_m : 16;
+  p->n = pr->n;
+  p->k = pr->k;
+  p->n_out = pr->act == HOP_ACT_SWIGLU ? pr->n / 2 : pr->n;
+  p->ldc = pr->ldc;
+  p->error = pr->error;
+  p->timeout_ns = pr->timeout_ns;
+}
+
+/* Device groups: one descriptor, the two whole-buffer maps; the tile count is
+ * derived by every block at run time (hop_dg_build), so the grid is every SM. */
+template <class CFG> static cudaError_t hop_plan_create_dgroups(hop_plan *plan, const hop_problem *pr) {
+  const hop_dgroups_desc *d = pr->dgroups;
+  const int G = pr->num_groups;
+  hop_group hg;
+  hop_params *p = &plan->params;
+  cudaError_t e;
+  if (pr->split_k > 1) return cudaErrorInvalidValue;
+  if (!d->a || !d->b || (!d->c && !d->row_ptr) || !d->row_offset || !d->rows || d->capacity < 1 ||
+      d->capacity > INT32_MAX - 256 /* rows + BM - 1 stays in int32 */ ||
+      d->lda < pr->k || d->ldb < pr->k || d->ready_stride < 0 || d->ready_group_stride < 0)
+    return cudaErrorInvalidValue;
+  /* the table must fit beside the ring, and every tile index in int32:
+   * tiles <= (capacity / BM + G) * n_tiles (each group adds at most one
+   * partial tile) */
+  if (CFG::smem_bytes + hop_dg_smem_bytes(G) > 232448) return cudaErrorInvalidValue;
+  if (((int64_t)d->capacity / CFG::BM + G) * ((pr->n + CFG::BN - 1) / CFG::BN) > INT32_MAX)
+    return cudaErrorInvalidValue;
+  if ((int64_t)G * pr->n > INT32_MAX) return cudaErrorInvalidValue; /* B row coordinates */
+  memset(&hg, 0, sizeof(hg));
+  hg.c = d->c;
+  hg.row_ptr = d->row_ptr;
+  hg.row_scale = d->row_scale;
+  hg.ready = d->ready;
+  hg.ready_target = d->ready_target;
+  hg.ready_stride = d->ready_stride;
+  hg.ready_group_stride = d->ready_group_stride;
+  hop_params_common<CFG>(p, pr);
+  p->split_k = 1;
+  p->kb_per_split = p->nkb;
+  e = hop_make_map(&p->a, pr->dtype, d->a, (uint64_t)d->capacity, pr->k, d->lda, CFG::BK, CFG::BM);
+  if (e != cudaSuccess) return e;
+  e = hop_make_map(&p->b, pr->dtype, d->b, (uint64_t)G * pr->n, pr->k, d->ldb, CFG::BK, CFG::BN);
+  if (e != cudaSuccess) return e;
+  p->group_maps = NULL;
+  p->dg_row_offset = d->row_offset;
+  p->dg_rows = d->rows;
+  p->dg_table_ready = d->table_ready;
+  p->dg_table_target = d->table_target;
+  p->dg_capacity = d->capacity;
+  p->b_group_rows = pr->n;
+  plan->grid = pr->num_sms;
+  plan->smem_bytes = CFG::smem_bytes + hop_dg_smem_bytes(G);
+  e = cudaMalloc((void **)&plan->d_groups, sizeof(hop_group));
+  if (e != cudaSuccess) return e;
+  e = cudaMemcpy(plan->d_groups, &hg, sizeof(hop_group), cudaMemcpyHostToDevice);
+  if (e != cudaSuccess) {
+    hop_plan_destroy(plan);
+    return e;
+  }
+  p->groups = plan->d_groups;
+  return cudaSuccess;
+}
+
 /* Validate `pr` for configuration CFG and build the plan (synchronous
  * allocations and copies: do it once, outside the timed path). */
 template <class CFG> static cudaError_t hop_plan_create(hop_plan *plan, const hop_problem *pr) {
@@ -126,15 +250,9 @@ template <class CFG> static cudaError_t hop_plan_create(hop_plan *plan, const ho
   const int G = pr->num_groups;
   memset(plan, 0, sizeof(*plan));
   /* ---- validate ---- */
-  if (pr->dtype != CFG::dtype || G < 1 || !pr->groups || pr->num_sms < 1) return cudaErrorInvalidValue;
-  if (pr->split_k < 0 || pr->split_k > 64 || (pr->split_k > 1 && CFG::ml != HOP_ML_COOP))
-    return cudaErrorInvalidValue;
-  if (pr->n < 8 || pr->n % 8 || pr->k < 8 || pr->k % 8) return cudaErrorInvalidValue;
-  if (pr->act == HOP_ACT_SWIGLU && pr->n % (2 * HOP_SWIGLU_BLOCK)) return cudaErrorInvalidValue;
-  {
-    const int n_out = pr->act == HOP_ACT_SWIGLU ? pr->n / 2 : pr->n;
-    if (pr->ldc % 2 || pr->ldc < n_out) return cudaErrorInvalidValue;
-  }
+  e = hop_validate_common<CFG>(pr);
+  if (e != cudaSuccess) return e;
+  if (pr->dgroups) return hop_plan_create_dgroups<CFG>(plan, pr);
   for (int g = 0; g < G; g++) {
     const hop_group_desc *d = &pr->groups[g];
     if (d->rows < 0) return cudaErrorInvalidValue;
@@ -181,20 +299,11 @@ template <class CFG> static cudaError_t hop_plan_create(hop_plan *plan, const ho
       goto fail;
     }
     hop_params *p = &plan->params;
-    p->num_groups = G;
+    hop_params_common<CFG>(p, pr);
     p->total_tiles = (int32_t)tiles;
     p->total_tasks = (int32_t)(tiles * S);
     p->split_k = S;
     p->kb_per_split = kbs;
-    p->nkb = nkb;
-    p->n_tiles = n_tiles;
-    p->raster_m = pr->raster_m > 0 ? pr->raster_m : 16;
-    p->n = pr->n;
-    p->k = pr->k;
-    p->n_out = pr->act == HOP_ACT_SWIGLU ? pr->n / 2 : pr->n;
-    p->ldc = pr->ldc;
-    p->error = pr->error;
-    p->timeout_ns = pr->timeout_ns;
     plan->grid = tiles * S < pr->num_sms ? (int)(tiles * S) : pr->num_sms;
     plan->smem_bytes = CFG::smem_bytes;
     if (S > 1 && tiles > 0) { /* workspace [tiles][S][BM*BN] fp32, then [tiles] u32 counters */
@@ -238,15 +347,15 @@ fail:
  * in the problem's error word. */
 template <class CFG, int ACT, int OUT>
 static cudaError_t hop_launch(const hop_plan *plan, cudaStream_t stream) {
-  static int attr_set = 0; /* per instantiation */
+  static int attr_bytes = 0; /* per instantiation: the opt-in set so far */
   if (plan->grid == 0) return cudaSuccess;
-  if (!attr_set) {
+  if (plan->smem_bytes > attr_bytes) {
     cudaError_t e = cudaFuncSetAttribute(hop_gemm_kernel<CFG, ACT, OUT>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, CFG::smem_bytes);
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, plan->smem_bytes);
     if (e != cudaSuccess) return e;
-    attr_set = 1;
+    attr_bytes = plan->smem_bytes;
   }
-  hop_gemm_kernel<CFG, ACT, OUT><<<plan->grid, CFG::threads, CFG::smem_bytes, stream>>>(plan->params);
+  hop_gemm_kernel<CFG, ACT, OUT><<<plan->grid, CFG::threads, plan->smem_bytes, stream>>>(plan->params);
   return cudaGetLastError();
 }
 
