@@ -491,6 +491,130 @@ loom_result_t loom_moe_forward_ex(loom_moe_t moe, const loom_moe_args_t *args,
 loom_result_t loom_moe_forward(loom_moe_t moe, const void *x, int64_t num_tokens, void *y,
                                cudaStream_t stream);
 
+/* ------------------------------------------------------------------------
+ * In-kernel trace of a MoE forward.
+ *
+ * With a trace buffer set (loom_moe_set_trace), every forward of the layer
+ * records what each block of its kernel did, as slices with a start and an
+ * end on %globaltimer (nanoseconds; the clock ticks in steps of about 1 us
+ * on H100/H200, so short slices may read as 0 or 1 us long). The kernel
+ * runs one block per SM, so an SM's slices are one block's. Recorded:
+ *   - one slice per unit of work (LOOM_MOE_TRACE_GATE .. _COMBINE): a
+ *     gate token tile, the block's place phase, a dispatch row tile sent,
+ *     a GEMM0 or GEMM1 task (one ticket), a combine token tile;
+ *   - one slice per bounded wait that waited at least
+ *     LOOM_MOE_TRACE_MIN_WAIT_NS (LOOM_MOE_TRACE_WAIT_*: what it waited
+ *     for). Waits inside a work slice (a GEMM0's dispatch flag, the place
+ *     phase's credit waits) nest in it; barriers and header waits stand
+ *     alone between work slices.
+ * Time not covered by any slice is the block's bookkeeping: taking a
+ * ticket, reading headers, deriving offsets.
+ *
+ * Cost. Off (the default, or after loom_moe_set_trace(moe, NULL, ...)): one
+ * uniform branch on a NULL kernel parameter per record site, none inside
+ * the GEMM, gate or copy loops, and no trace value held in registers across
+ * the work it times (docs/moe.md has the ptxas numbers; occupancy is
+ * unchanged, one block per SM). On: per slice, thread 0 of the block
+ * reads %globaltimer twice and writes 32 bytes into a 16-event batch in
+ * shared memory; a full batch costs one atomicAdd on a global counter and
+ * 512 bytes of stores; two %globaltimer reads per wait, recorded or not.
+ * The other threads wait for thread 0 at the block's next barrier, so a
+ * traced forward is a little slower (loom moe reports untraced timings
+ * and traces one extra forward).
+ * ------------------------------------------------------------------------ */
+
+/* What a trace event records: its kind, and what a, b, c and peer mean. */
+typedef enum {
+  /* work (an SM is busy inside these, but for nested waits) */
+  LOOM_MOE_TRACE_GATE = 0,     /* a token tile: a = tile, b = first token,
+                                  c = tokens (<= 32) */
+  LOOM_MOE_TRACE_PLACE = 1,    /* the block's place phase: a = token tiles
+                                  it placed, b = headers it sent */
+  LOOM_MOE_TRACE_DISPATCH = 2, /* rows of one (destination, local expert,
+                                  128-row tile) put into the destination's
+                                  window: peer = destination, a = local
+                                  expert, b = row tile, c = rows */
+  LOOM_MOE_TRACE_GEMM0 = 3,    /* one GEMM0 task (x * W1 + activation):
+                                  peer = source rank of the rows, a = local
+                                  expert, b = row tile (128 rows of that
+                                  source and expert), c = column block (128
+                                  h columns; 64 for SwiGLU) */
+  LOOM_MOE_TRACE_GEMM1 = 4,    /* one GEMM1 task (h * W2, rows returned to
+                                  the source): as GEMM0, c = column block
+                                  of 128 output (hidden) columns */
+  LOOM_MOE_TRACE_COMBINE = 5,  /* a token tile of y: a = tile, b = first
+                                  token, c = tokens (<= 32) */
+  /* waits, recorded when they lasted >= LOOM_MOE_TRACE_MIN_WAIT_NS */
+  LOOM_MOE_TRACE_WAIT_BARRIER = 6,  /* grid barrier a (1 or 2) */
+  LOOM_MOE_TRACE_WAIT_CREDIT = 7,   /* peer's completion credit of the
+                                       previous call (buffer reuse) */
+  LOOM_MOE_TRACE_WAIT_HEADER = 8,   /* peer's header of this call */
+  LOOM_MOE_TRACE_WAIT_DISPATCH = 9, /* the dispatch flag of a GEMM0's row
+                                       tile: peer = source, a = local
+                                       expert, b = row tile */
+  LOOM_MOE_TRACE_WAIT_GEMM0 = 10,   /* a GEMM1 waiting for its row tile's
+                                       GEMM0 tasks: peer, a, b as the GEMM1,
+                                       c = GEMM0 tasks of the tile */
+  LOOM_MOE_TRACE_WAIT_RETURN = 11,  /* a combine tile waiting for the
+                                       expert outputs of its tokens (from
+                                       any rank): a, b, c as the combine */
+  LOOM_MOE_TRACE_NUM_KINDS = 12
+} loom_moe_trace_kind_t;
+
+/* Kinds below this are work, the others waits. */
+#define LOOM_MOE_TRACE_FIRST_WAIT LOOM_MOE_TRACE_WAIT_BARRIER
+/* Shorter waits leave no slice. */
+#define LOOM_MOE_TRACE_MIN_WAIT_NS 1000
+/* loom_moe_trace_event_t.peer when the kind names no rank (gate, place,
+ * combine, barriers, return waits). */
+#define LOOM_MOE_TRACE_NO_PEER 0xff
+
+/* One slice, 32 bytes. Times are %globaltimer values (ns) of the GPU that
+ * ran the kernel; subtract loom_moe_trace_info_t.start_ns for times since
+ * the kernel began. */
+typedef struct {
+  uint64_t start_ns; /* when the slice began */
+  uint64_t end_ns;   /* when it ended, >= start_ns */
+  uint16_t sm;       /* %smid of the SM (the block) that recorded it */
+  uint8_t kind;      /* loom_moe_trace_kind_t */
+  uint8_t peer;      /* the other rank, per kind; LOOM_MOE_TRACE_NO_PEER */
+  int32_t a, b, c;   /* per kind (loom_moe_trace_kind_t); 0 when unused */
+} loom_moe_trace_event_t;
+
+/* What a traced forward writes besides its events (at its very end). */
+typedef struct {
+  int64_t recorded;  /* events written: events[0 .. recorded), in no
+                        particular order, recorded <= capacity */
+  int64_t dropped;   /* events that did not fit (capacity too small) */
+  uint64_t start_ns; /* %globaltimer at the kernel's start (its earliest
+                        block's first read); every event starts at or after it */
+  uint64_t end_ns;   /* %globaltimer when its last block finished; every
+                        event ends at or before it */
+  int32_t blocks;    /* blocks of the launch: one per SM of the device */
+  int32_t rank;      /* the communicator rank that ran it */
+} loom_moe_trace_info_t;
+
+/* Turn the in-kernel trace of a layer on or off for the forwards launched
+ * after this call (those already enqueued keep what they were launched
+ * with; a CUDA graph keeps what was set when it was captured).
+ *   moe      [in]  the layer.
+ *   events   [in]  device memory of the layer's device, `capacity` events,
+ *                  16-byte aligned, owned by the caller; or NULL: tracing
+ *                  off (capacity and info are then ignored).
+ *   capacity [in]  events that fit, >= 1. A forward that has more drops
+ *                  the rest and counts them in info->dropped.
+ *   info     [in]  device memory for one loom_moe_trace_info_t, 8-byte
+ *                  aligned, owned by the caller.
+ * Every traced forward overwrites events[0 .. recorded) and *info; read
+ * them after the stream has passed that forward, before the next traced
+ * forward on the same buffers. Nothing else of the buffers is touched.
+ * Not collective: each rank traces or not on its own, and tracing never
+ * changes y (bitwise). Not thread-safe against a concurrent forward of the
+ * same layer. Errors: LOOM_INVALID_ARGUMENT (a live layer, capacity,
+ * info, alignment). */
+loom_result_t loom_moe_set_trace(loom_moe_t moe, loom_moe_trace_event_t *events,
+                                 int64_t capacity, loom_moe_trace_info_t *info);
+
 /* Free the layer's buffers (waits for the device). NULL is a no-op. Not
  * collective. Destroy every layer before the communicator it was created
  * on (the layer uses the communicator's device and window). */

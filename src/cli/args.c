@@ -144,6 +144,11 @@ static int parse_moe_option(const char *a, const char *v, cli_options *o) {
     o->json = v;
     return 0;
   }
+  if (strcmp(a, "--trace") == 0) {
+    if (*v == '\0') return -1;
+    o->trace = v;
+    return 0;
+  }
   return 1;
 }
 

@@ -59,6 +59,8 @@ typedef struct {
   int weights;         /* --weights: index into cli_weights_names */
   int check_tokens;    /* --check-tokens N: tokens per GPU verified */
   const char *json;    /* --json FILE: also write the results there, or NULL */
+  const char *trace;   /* --trace FILE: in-kernel trace of one extra fused
+                          forward per token count (Perfetto JSON), or NULL */
   int impl;            /* --impl: CLI_IMPL_* bits, which forwards run */
   int flush_l2;        /* --flush-l2: overwrite L2 before every timed iteration */
   int rotate;          /* --rotate N: input buffers cycled through while timing */

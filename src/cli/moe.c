@@ -60,6 +60,7 @@
 
 #include "cli.h"
 #include "report.h"
+#include "trace.h"
 #include "loom.h"
 #include "baseline/baseline.h"
 #include "reference/reference.h"
@@ -78,6 +79,7 @@
 #define LINK_BYTES (256ull << 20) /* the NVLink ceiling's copy per peer */
 #define CEILING_REPS 5
 #define BASELINE_DEADLINE_S 300  /* a baseline phase longer than this is a hang */
+#define TRACE_CAPACITY (1 << 21) /* events per GPU for --trace (64 MiB) */
 
 static const uint64_t SEED = 0x6c6f6f6d2d6d6f65ull;
 
@@ -147,6 +149,8 @@ typedef struct {
   int32_t *ids;
   float *wts;
   loom_moe_stats_t *stats;
+  loom_moe_trace_event_t *tr_events; /* --trace: TRACE_CAPACITY events */
+  loom_moe_trace_info_t *tr_info;
   loom_moe_t moe;
   loom_baseline_t base;
   double *us; /* this GPU's time of each timed iteration */
@@ -302,6 +306,10 @@ static int alloc_gpu(moe_bench *b, int d) {
   CUDA_OK(cudaMalloc((void **)&g->ids, T * k * sizeof(int32_t)));
   CUDA_OK(cudaMalloc((void **)&g->wts, T * k * sizeof(float)));
   CUDA_OK(cudaMalloc((void **)&g->stats, sizeof(loom_moe_stats_t)));
+  if (b->o->trace != NULL && (b->o->impl & CLI_IMPL_FUSED)) {
+    CUDA_OK(cudaMalloc((void **)&g->tr_events, TRACE_CAPACITY * sizeof(loom_moe_trace_event_t)));
+    CUDA_OK(cudaMalloc((void **)&g->tr_info, sizeof(loom_moe_trace_info_t)));
+  }
   if (b->o->flush_l2) {
     int l2 = 0;
     CUDA_OK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, d));
@@ -1072,6 +1080,79 @@ static int time_impl(moe_bench *b, moe_row *row) {
   return 0;
 }
 
+/* --trace: one more fused forward on every GPU with the in-kernel trace
+ * on (the timed ones ran without), written as a Perfetto timeline; prints
+ * how busy the SMs were (cli_trace_sm_busy), per GPU and over all. */
+static int trace_fused(moe_bench *b) {
+  cli_trace_gpu tg[MOE_MAX_GPUS];
+  memset(tg, 0, sizeof tg);
+  int rc = -1;
+  for (int d = 0; d < b->ngpu; d++) {
+    CUDA_OK(cudaSetDevice(d));
+    LOOM_OK(loom_moe_set_trace(b->g[d].moe, b->g[d].tr_events, TRACE_CAPACITY, b->g[d].tr_info));
+  }
+  const int ran = fused_iteration(b, 0, -1) == 0 && sync_and_check(b) == 0;
+  for (int d = 0; d < b->ngpu; d++) {
+    CUDA_OK(cudaSetDevice(d));
+    LOOM_OK(loom_moe_set_trace(b->g[d].moe, NULL, 0, NULL));
+  }
+  if (!ran) return -1;
+  char path[4096];
+  FILE *f = NULL;
+  cli_trace_busy all = {0, 0, 1.0, 0};
+  double sum = 0;
+  for (int d = 0; d < b->ngpu; d++) {
+    gpu_state *g = &b->g[d];
+    tg[d].gpu = d;
+    if (cudaSetDevice(d) != cudaSuccess ||
+        cudaMemcpy(&tg[d].info, g->tr_info, sizeof tg[d].info, cudaMemcpyDeviceToHost) !=
+            cudaSuccess)
+      goto out;
+    const size_t n = tg[d].info.recorded > 0 ? (size_t)tg[d].info.recorded : 0;
+    loom_moe_trace_event_t *ev = malloc((n > 0 ? n : 1) * sizeof *ev);
+    tg[d].events = ev;
+    if (ev == NULL ||
+        cudaMemcpy(ev, g->tr_events, n * sizeof *ev, cudaMemcpyDeviceToHost) != cudaSuccess)
+      goto out;
+    cli_trace_busy busy;
+    if (cli_trace_sm_busy(&tg[d].info, ev, NULL, 0, &busy) != 0) {
+      fprintf(stderr, "loom moe: GPU %d: the trace has no kernel time\n", d);
+      goto out;
+    }
+    printf("  trace    GPU %d: %lld events%s, kernel %.1f us, SM busy mean %.1f%% (min %.1f%%, "
+           "max %.1f%%, %d SMs)\n",
+           d, (long long)tg[d].info.recorded, tg[d].info.dropped ? " (some DROPPED)" : "",
+           (double)(tg[d].info.end_ns - tg[d].info.start_ns) / 1e3, 100 * busy.mean,
+           100 * busy.min, 100 * busy.max, busy.sms);
+    if (tg[d].info.dropped)
+      fprintf(stderr, "loom moe: GPU %d: %lld trace events dropped (capacity %d)\n", d,
+              (long long)tg[d].info.dropped, TRACE_CAPACITY);
+    sum += busy.mean * busy.sms;
+    all.sms += busy.sms;
+    if (busy.min < all.min) all.min = busy.min;
+    if (busy.max > all.max) all.max = busy.max;
+  }
+  all.mean = all.sms > 0 ? sum / all.sms : 0;
+  if (cli_trace_path(b->o->trace, b->T, b->o->ntokens > 1, path, sizeof path) != 0 ||
+      (f = fopen(path, "w")) == NULL) {
+    fprintf(stderr, "loom moe: cannot write the trace to %s\n", b->o->trace);
+    goto out;
+  }
+  rc = cli_write_trace_json(f, tg, b->ngpu);
+  if (fclose(f) != 0) rc = -1;
+  if (rc != 0) {
+    fprintf(stderr, "loom moe: error writing %s\n", path);
+    goto out;
+  }
+  printf("  trace    SM busy over %d GPUs: mean %.1f%%, min %.1f%%, max %.1f%% of the kernel's "
+         "time in work slices (not waiting) -> %s (ui.perfetto.dev)\n",
+         b->ngpu, 100 * all.mean, 100 * all.min, 100 * all.max, path);
+  fflush(stdout);
+out:
+  for (int d = 0; d < b->ngpu; d++) free((void *)tg[d].events);
+  return rc;
+}
+
 /* Verify and time every chosen implementation at T tokens per GPU; rows
  * gets one row per implementation. Returns the number of rows, -1 on error. */
 static int run_tokens(moe_bench *b, int T, moe_row *rows) {
@@ -1086,6 +1167,7 @@ static int run_tokens(moe_bench *b, int T, moe_row *rows) {
     if (!(b->o->impl & (impl == IMPL_FUSED ? CLI_IMPL_FUSED : CLI_IMPL_BASELINE))) continue;
     b->impl = impl;
     if (verify(b) != 0 || time_impl(b, &rows[n]) != 0) return -1;
+    if (impl == IMPL_FUSED && b->o->trace != NULL && trace_fused(b) != 0) return -1;
     n++;
   }
   if (n == 2) rows[0].speedup = rows[1].med_us / rows[0].med_us;
@@ -1134,7 +1216,8 @@ static int teardown(moe_bench *b) {
       fprintf(stderr, "loom moe: GPU %d: loom_baseline_destroy: %s\n", d, loom_last_error());
       rc = -1;
     }
-    void *dev[] = {g->y, g->gate_w, g->w1, g->w2, g->ids, g->wts, g->stats, g->flush};
+    void *dev[] = {g->y,     g->gate_w, g->w1,    g->w2,        g->ids,
+                   g->wts,   g->stats,  g->flush, g->tr_events, g->tr_info};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
       if (dev[i]) cudaFree(dev[i]);
     for (int r = 0; r < CLI_MAX_ROTATE; r++)

@@ -73,6 +73,10 @@ struct loom_moe {
   loom_comm_t comm;
   loom_moe_params p; /* shapes, window offsets, private buffers, weights */
   int weights_set;
+  /* loom_moe_set_trace: the caller's buffers (events NULL: off) */
+  loom_moe_trace_event_t *trace_events;
+  int64_t trace_capacity;
+  loom_moe_trace_info_t *trace_info;
 };
 
 /* ---- errors ---------------------------------------------------------------- */

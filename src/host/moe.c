@@ -28,6 +28,11 @@ typedef struct {
 _Static_assert(sizeof(moe_config_v1) == offsetof(loom_moe_config_t, weight_layout),
                "version 2 appends weight_layout to the version 1 struct");
 
+/* The trace records' layouts are part of the API (loom.h). */
+_Static_assert(sizeof(loom_moe_trace_event_t) == 32 && offsetof(loom_moe_trace_event_t, a) == 20,
+               "loom_moe_trace_event_t is 32 bytes");
+_Static_assert(sizeof(loom_moe_trace_info_t) == 40, "loom_moe_trace_info_t is 40 bytes");
+
 /* sizeof(loom_moe_config_t) at each version (index version - 1); a version
  * that adds fields to another struct only repeats the previous size. */
 static const size_t moe_config_size[LOOM_API_VERSION] = {sizeof(moe_config_v1),
@@ -209,7 +214,7 @@ static size_t private_bytes(const loom_moe_params *p) {
   return tk * (2 * sizeof(int32_t) + sizeof(float)) + ntt * p->E * sizeof(int32_t) +
          (size_t)p->E * sizeof(int32_t) + (size_t)p->R * p->Cs * sizeof(int32_t) + h_bytes(p) +
          2 * ndone * sizeof(uint32_t) + sizeof(uint32_t) +
-         sizeof(uint64_t) * 5 * LOOM_MOE_MAX_BLOCKS;
+         sizeof(uint64_t) * 5 * LOOM_MOE_MAX_BLOCKS + sizeof(loom_moe_trace_state);
 }
 
 static void describe_layout(const loom_moe_params *p, size_t bytes, char *buf, size_t len) {
@@ -247,7 +252,8 @@ loom_result_t loom_moe_workspace_describe(const loom_moe_config_t *config, int n
 
 static void free_buffers(loom_moe_params *p) {
   void *bufs[] = {p->ids, p->wts, p->dest_row, p->tile_counts, p->kept,
-                  p->row_token, p->h, p->done0, p->done1, p->ticket, p->trace};
+                  p->row_token, p->h, p->done0, p->done1, p->ticket, p->trace,
+                  p->tr_state};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i] != NULL) cudaFree(bufs[i]);
 }
@@ -317,6 +323,9 @@ loom_result_t loom_moe_create(loom_comm_t comm, const loom_moe_config_t *config,
   CUDA_CHECK(cudaMalloc((void **)&p->done1, ndone * sizeof(uint32_t)));
   CUDA_CHECK(cudaMalloc((void **)&p->ticket, sizeof(uint32_t)));
   CUDA_CHECK(cudaMalloc((void **)&p->trace, sizeof(uint64_t) * 5 * LOOM_MOE_MAX_BLOCKS));
+  /* the trace counter starts at 0; every kernel leaves it at 0 */
+  CUDA_CHECK(cudaMalloc((void **)&p->tr_state, sizeof(loom_moe_trace_state)));
+  CUDA_CHECK(cudaMemset(p->tr_state, 0, sizeof(loom_moe_trace_state)));
   /* the window offsets are relative to the data region */
   p->hdr_off += comm->layout.data_offset;
   p->disp_off += comm->layout.data_offset;
@@ -396,6 +405,9 @@ loom_result_t loom_moe_forward_ex(loom_moe_t moe, const loom_moe_args_t *a, cuda
   call.ids_out = a->expert_ids_out;
   call.wts_out = a->weights_out;
   call.stats = a->stats;
+  call.tr_events = moe->trace_events;
+  call.tr_capacity = moe->trace_capacity;
+  call.tr_info = moe->trace_info;
   CUDA_CHECK(loom_launch_moe(&dc, p, &call, stream));
   return LOOM_SUCCESS;
 fail:
@@ -410,6 +422,25 @@ loom_result_t loom_moe_forward(loom_moe_t moe, const void *x, int64_t num_tokens
   a.num_tokens = num_tokens;
   a.y = y;
   return loom_moe_forward_ex(moe, &a, stream);
+}
+
+loom_result_t loom_moe_set_trace(loom_moe_t moe, loom_moe_trace_event_t *events,
+                                 int64_t capacity, loom_moe_trace_info_t *info) {
+  loom_clear_error();
+  const char *fn = "loom_moe_set_trace";
+  loom_result_t res = check_moe(fn, moe);
+  if (res != LOOM_SUCCESS) return res;
+  if (events != NULL) {
+    LOOM_ARG(capacity >= 1 && capacity <= ((int64_t)1 << 40), fn,
+             "capacity (%lld) must be in [1, 2^40] events", (long long)capacity);
+    LOOM_ARG(info != NULL, fn, "info is NULL (events is not)");
+    LOOM_ARG(!misaligned(events), fn, "events (%p) is not 16-byte aligned", (void *)events);
+    LOOM_ARG(((uintptr_t)info & 7u) == 0, fn, "info (%p) is not 8-byte aligned", (void *)info);
+  }
+  moe->trace_events = events;
+  moe->trace_capacity = events != NULL ? capacity : 0;
+  moe->trace_info = events != NULL ? info : NULL;
+  return LOOM_SUCCESS;
 }
 
 loom_result_t loom_moe_destroy(loom_moe_t moe) {

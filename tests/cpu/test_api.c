@@ -415,6 +415,33 @@ static void test_moe_calls(void) {
   CHECK(loom_moe_destroy(NULL) == LOOM_SUCCESS, "destroy(NULL) is a no-op");
 }
 
+/* loom_moe_set_trace validates before touching anything; NULL turns it
+ * off whatever the other arguments are. No GPU: it only records pointers. */
+static void test_moe_set_trace(void) {
+  struct loom_moe m;
+  memset(&m, 0, sizeof m);
+  m.magic = LOOM_MOE_MAGIC;
+  loom_moe_trace_info_t info;
+  _Alignas(16) loom_moe_trace_event_t ev[2];
+  EXPECT_BAD(loom_moe_set_trace(NULL, ev, 2, &info), "moe");
+  EXPECT_BAD(loom_moe_set_trace(&m, ev, 0, &info), "capacity");
+  EXPECT_BAD(loom_moe_set_trace(&m, ev, -5, &info), "capacity");
+  EXPECT_BAD(loom_moe_set_trace(&m, ev, 2, NULL), "info");
+  EXPECT_BAD(loom_moe_set_trace(&m, (loom_moe_trace_event_t *)((char *)ev + 8), 1, &info),
+             "16-byte aligned");
+  EXPECT_BAD(loom_moe_set_trace(&m, ev, 2, (loom_moe_trace_info_t *)((char *)&info + 4)),
+             "8-byte aligned");
+  CHECK(m.trace_events == NULL, "refused calls leave tracing off");
+  CHECK(loom_moe_set_trace(&m, ev, 2, &info) == LOOM_SUCCESS && m.trace_events == ev &&
+            m.trace_capacity == 2 && m.trace_info == &info,
+        "on: %s", loom_last_error());
+  CHECK(loom_moe_set_trace(&m, NULL, 7, (loom_moe_trace_info_t *)0x3) == LOOM_SUCCESS &&
+            m.trace_events == NULL && m.trace_capacity == 0 && m.trace_info == NULL,
+        "NULL events: off, the rest ignored");
+  m.magic = 0;
+  EXPECT_BAD(loom_moe_set_trace(&m, NULL, 0, NULL), "not a live");
+}
+
 int main(void) {
   test_results_and_dtypes();
   test_config();
@@ -423,6 +450,7 @@ int main(void) {
   test_exchange_args();
   test_moe_config();
   test_moe_weight_layout();
+  test_moe_set_trace();
   test_moe_calls();
   return check_summary("test_api");
 }

@@ -9,8 +9,9 @@
  *                              unique id and hands it to the others (pipes)
  *   options: --every N (run configs i % N == 0 and real cases j with
  *            (j + log2 R) % N == 0), --seed S (data seed),
- *            --configs / --real (run only that family, no determinism, graph
- *            or fault case; both flags: both families). Default: everything.
+ *            --configs / --real / --special (run only those families;
+ *            --special: the determinism, graph, layouts, trace and fault
+ *            cases). Default: everything.
  *
  * Two families of cases per world size, then the special cases.
  *
@@ -122,6 +123,11 @@
  * relu) at hidden 192, ffn 320 (partial 128-column tasks in both GEMMs):
  * the same weights and inputs through an IN_OUT layer and then an OUT_IN
  * one; y of the first verified, y of the second bitwise equal to it.
+ * Last, the trace case (run_trace): the determinism shape without, with a
+ * large and with a tiny loom_moe_set_trace buffer, y bitwise equal each
+ * time; the large trace checked event by event and counted per kind
+ * against the routing, the tiny one for its dropped count and for no
+ * store past its capacity.
  *
  * A watchdog (alarm) names the case in progress and ends the process when
  * one case, replay or setup step takes longer than CASE_DEADLINE_S.
@@ -187,6 +193,10 @@ _Static_assert(LOOM_FP32 == 0 && LOOM_BF16 == 1 && LOOM_FP16 == 2,
 #define NUM_LAYOUT_CASES 4
 #define LAYOUT_DIM_H 192
 #define LAYOUT_DIM_F 320
+#define ID_TRACE 5000
+#define TRACE_CAPACITY (1 << 18) /* events: far more than the trace case records */
+#define TRACE_TINY 5             /* the small-capacity run's capacity */
+#define TRACE_GUARD 64           /* events past it that must stay poisoned */
 
 static const int TOKEN_LIST[4] = {0, 1, 127, MAX_TOKENS};
 static const int TOPK_LIST[3] = {1, 2, 8};
@@ -499,6 +509,14 @@ static moe_case make_layouts_case(int R, int v) {
   return c;
 }
 
+/* Trace: the determinism case's shape and token spread (a rank with many
+ * rows, ranks with a few or none, every routing). */
+static moe_case make_trace_case(int R) {
+  moe_case c = make_determinism_case(R);
+  c.id = ID_TRACE;
+  return c;
+}
+
 static int is_layouts(const moe_case *c) {
   return c->id >= ID_LAYOUTS && c->id < ID_LAYOUTS + NUM_LAYOUT_CASES;
 }
@@ -579,6 +597,7 @@ static void describe(const moe_case *c, char *buf, size_t n) {
                      : c->id == ID_DETERMINISM ? "determinism"
                      : c->id == ID_GRAPH       ? "graph"
                      : is_layouts(c)           ? "layouts"
+                     : c->id == ID_TRACE       ? "trace"
                                                : "fault";
   appendf(buf, n, &at, "%s %d", what, c->id);
   if (c->salt) appendf(buf, n, &at, " replay %d", c->salt);
@@ -608,7 +627,7 @@ static void describe(const moe_case *c, char *buf, size_t n) {
 enum { SEL_CONFIGS = 1, SEL_REAL = 2, SEL_SPECIAL = 4, SEL_ALL = 7 };
 static int g_select = SEL_ALL;
 
-#define MAX_PLAN (NUM_CONFIGS + NUM_REAL + 2 + NUM_LAYOUT_CASES)
+#define MAX_PLAN (NUM_CONFIGS + NUM_REAL + 3 + NUM_LAYOUT_CASES)
 
 typedef struct {
   moe_case c[MAX_PLAN];
@@ -634,6 +653,7 @@ static void make_plan(int R, int fault, int every, plan_t *pl) {
     pl->c[pl->n++] = make_determinism_case(R);
     pl->c[pl->n++] = make_graph_case(R);
     for (int v = 0; v < NUM_LAYOUT_CASES; v++) pl->c[pl->n++] = make_layouts_case(R, v);
+    pl->c[pl->n++] = make_trace_case(R);
   }
 }
 
@@ -1693,6 +1713,216 @@ static int run_fault(rank_ctx *cs, int nlocal, int R, host_data *d) {
   return 0;
 }
 
+/* ---- in-kernel trace ------------------------------------------------------------------------ */
+
+static int cmp_event_start(const void *x, const void *y) {
+  const loom_moe_trace_event_t *a = (const loom_moe_trace_event_t *)x,
+                               *b = (const loom_moe_trace_event_t *)y;
+  if (a->sm != b->sm) return a->sm < b->sm ? -1 : 1;
+  return a->start_ns < b->start_ns ? -1 : a->start_ns > b->start_ns;
+}
+
+static int ceil_div(int64_t a, int64_t b) { return (int)((a + b - 1) / b); }
+
+/* One rank's trace of a forward with room for everything: the info block,
+ * every event inside the kernel's window on a real SM with a known kind,
+ * waits at least LOOM_MOE_TRACE_MIN_WAIT_NS, work slices of one SM never
+ * overlapping, and the exact number of work slices of each kind, from the
+ * host's routing: gate and combine one per 32-token tile, place one per
+ * block, dispatch one per (destination, local expert, 128-row tile) sent,
+ * GEMM0 / GEMM1 (tiles received) x (column blocks), each with indices in
+ * range. ev is sorted here. */
+static int check_trace(const rank_ctx *rc, const moe_case *c, const host_data *d,
+                       const loom_moe_trace_info_t *info, loom_moe_trace_event_t *ev,
+                       const char *desc) {
+  const int r = rc->rank, R = c->nranks, E = c->E, El = E / R, T = c->tokens[r];
+  int sms = 0, bad = 0;
+  CUDA_T(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, rc->device));
+  CHECK(info->recorded > 0 && info->dropped == 0 && info->recorded <= TRACE_CAPACITY,
+        "rank %d: trace recorded %lld, dropped %lld (capacity %d) [%s]", r,
+        (long long)info->recorded, (long long)info->dropped, TRACE_CAPACITY, desc);
+  CHECK(info->rank == r && info->blocks == sms && info->start_ns < info->end_ns,
+        "rank %d: trace info rank %d, blocks %d (%d SMs), start %llu end %llu [%s]", r, info->rank,
+        info->blocks, sms, (unsigned long long)info->start_ns, (unsigned long long)info->end_ns,
+        desc);
+  if (info->recorded <= 0 || info->recorded > TRACE_CAPACITY) return -1;
+  const size_t n = (size_t)info->recorded;
+  /* the expected work, from the routing the kernel used */
+  const int nF = ceil_div(c->F, c->act == LOOM_ACT_SWIGLU ? 64 : 128), nH = ceil_div(c->H, 128);
+  const int TPE = ceil_div(case_max_tokens(c), 128);
+  int64_t want[LOOM_MOE_TRACE_FIRST_WAIT] = {0}, got[LOOM_MOE_TRACE_NUM_KINDS] = {0};
+  int64_t tiles_in = 0;
+  for (int s = 0; s < R; s++)
+    for (int le = 0; le < El; le++) tiles_in += ceil_div(d->kept[(size_t)s * E + r * El + le], 128);
+  for (int e = 0; e < E; e++) want[LOOM_MOE_TRACE_DISPATCH] += ceil_div(d->kept[(size_t)r * E + e], 128);
+  want[LOOM_MOE_TRACE_GATE] = want[LOOM_MOE_TRACE_COMBINE] = ceil_div(T, 32);
+  want[LOOM_MOE_TRACE_PLACE] = info->blocks;
+  want[LOOM_MOE_TRACE_GEMM0] = tiles_in * nF;
+  want[LOOM_MOE_TRACE_GEMM1] = tiles_in * nH;
+  for (size_t i = 0; i < n; i++) {
+    const loom_moe_trace_event_t *e = &ev[i];
+    const int wait = e->kind >= LOOM_MOE_TRACE_FIRST_WAIT;
+    const int gemm = e->kind == LOOM_MOE_TRACE_GEMM0 || e->kind == LOOM_MOE_TRACE_GEMM1;
+    int ok = e->start_ns <= e->end_ns && e->start_ns >= info->start_ns &&
+             e->end_ns <= info->end_ns && e->sm < sms && e->kind < LOOM_MOE_TRACE_NUM_KINDS &&
+             (e->peer < R || e->peer == LOOM_MOE_TRACE_NO_PEER) &&
+             (!wait || e->end_ns - e->start_ns >= LOOM_MOE_TRACE_MIN_WAIT_NS);
+    if (ok && gemm)
+      ok = e->peer < R && e->a >= 0 && e->a < El && e->b >= 0 && e->b < TPE && e->c >= 0 &&
+           e->c < (e->kind == LOOM_MOE_TRACE_GEMM0 ? nF : nH);
+    if (ok && (e->kind == LOOM_MOE_TRACE_GATE || e->kind == LOOM_MOE_TRACE_COMBINE))
+      ok = e->a >= 0 && e->a < ceil_div(T, 32) && e->b == e->a * 32 && e->c >= 1 && e->c <= 32;
+    if (ok && e->kind == LOOM_MOE_TRACE_DISPATCH)
+      ok = e->peer < R && e->a >= 0 && e->a < El && e->c >= 1 && e->c <= 128;
+    if (!ok && bad++ < 5)
+      CHECK(0, "rank %d: trace event %zu bad: kind %d sm %d peer %d a %d b %d c %d, %llu..%llu "
+               "(kernel %llu..%llu) [%s]",
+            r, i, e->kind, e->sm, e->peer, e->a, e->b, e->c, (unsigned long long)e->start_ns,
+            (unsigned long long)e->end_ns, (unsigned long long)info->start_ns,
+            (unsigned long long)info->end_ns, desc);
+    if (e->kind < LOOM_MOE_TRACE_NUM_KINDS) got[e->kind]++;
+  }
+  for (int k = 0; k < LOOM_MOE_TRACE_FIRST_WAIT; k++)
+    CHECK(got[k] == want[k], "rank %d: %lld %s slices, want %lld [%s]", r, (long long)got[k],
+          k == LOOM_MOE_TRACE_GATE       ? "gate"
+          : k == LOOM_MOE_TRACE_PLACE    ? "place"
+          : k == LOOM_MOE_TRACE_DISPATCH ? "dispatch"
+          : k == LOOM_MOE_TRACE_GEMM0    ? "GEMM0"
+          : k == LOOM_MOE_TRACE_GEMM1    ? "GEMM1"
+                                         : "combine",
+          (long long)want[k], desc);
+  /* one block per SM does one thing at a time */
+  qsort(ev, n, sizeof *ev, cmp_event_start);
+  int overlaps = 0;
+  for (size_t i = 0, last = (size_t)-1; i < n; i++) {
+    if (ev[i].kind >= LOOM_MOE_TRACE_FIRST_WAIT) continue;
+    if (last != (size_t)-1 && ev[last].sm == ev[i].sm && ev[i].start_ns < ev[last].end_ns)
+      overlaps++;
+    last = i;
+  }
+  CHECK(overlaps == 0, "rank %d: %d work slices overlap the previous one on their SM [%s]", r,
+        overlaps, desc);
+  return bad == 0 && overlaps == 0 ? 0 : -1;
+}
+
+/* The trace case: a forward without tracing (y), then with a large trace
+ * buffer (y2, bitwise equal to y; check_trace on every rank), then with
+ * TRACE_TINY events of room (dropped counted, nothing written past the
+ * capacity: TRACE_GUARD poisoned events after it stay poisoned; y2 still
+ * equal), then with tracing turned off again (the info block untouched).
+ * Returns -1 when the communicators may be unusable. */
+static int run_trace(rank_ctx *cs, int nlocal, const moe_case *c, host_data *d) {
+  char desc[1024];
+  int ranks[MAX_RANKS];
+  describe(c, desc, sizeof desc);
+  watchdog(CASE_DEADLINE_S, "%s", desc);
+  local_ranks(cs, nlocal, ranks);
+  if (gen_weights(c, d) != 0 || gen_inputs(c, d) != 0) {
+    CHECK(0, "host data generation failed [%s]", desc);
+    return -1;
+  }
+  for (int i = 0; i < nlocal; i++)
+    if (upload_weights(&cs[i], c, d) != 0 || upload_inputs(&cs[i], c, d) != 0) return -1;
+  if (sync_devices(cs, nlocal) != 0 || setup_layers(cs, nlocal, c, desc) != 0) return -1;
+  loom_moe_trace_event_t *ev[MAX_RANKS] = {0};
+  loom_moe_trace_info_t *info[MAX_RANKS] = {0};
+  loom_moe_trace_event_t *host = malloc(TRACE_CAPACITY * sizeof *host);
+  int fatal = host == NULL, ref_ok = 0;
+  for (int i = 0; i < nlocal && !fatal; i++)
+    fatal = cudaSetDevice(cs[i].device) != cudaSuccess ||
+            cudaMalloc((void **)&ev[i], TRACE_CAPACITY * sizeof(loom_moe_trace_event_t)) !=
+                cudaSuccess ||
+            cudaMalloc((void **)&info[i], sizeof(loom_moe_trace_info_t)) != cudaSuccess;
+  CHECK(!fatal, "trace buffers [%s]", desc);
+  /* untraced into y, traced into y2 */
+  if (!fatal) fatal = launch_all(cs, nlocal, c, 0, -1, desc) != 0;
+  for (int i = 0; i < nlocal && !fatal; i++) {
+    const loom_result_t r = loom_moe_set_trace(cs[i].moe, ev[i], TRACE_CAPACITY, info[i]);
+    CHECK(r == LOOM_SUCCESS, "rank %d loom_moe_set_trace: %s [%s]", cs[i].rank, loom_last_error(),
+          desc);
+    fatal = r != LOOM_SUCCESS;
+  }
+  if (!fatal) fatal = launch_all(cs, nlocal, c, 1, -1, desc) != 0;
+  if (!fatal) {
+    ref_ok = compute_refs(c, d, ranks, nlocal) == 0;
+    CHECK(ref_ok, "reference failed [%s]", desc);
+    fatal = sync_all(cs, nlocal) != 0 || check_async(cs, nlocal, desc) != 0;
+  }
+  int64_t full[MAX_RANKS] = {0}; /* work slices of the large trace */
+  for (int i = 0; i < nlocal && !fatal && ref_ok; i++) {
+    verify_rank(&cs[i], c, d, desc, NULL);
+    verify_same(&cs[i], c, d, "a forward without and one with the trace", desc);
+    loom_moe_trace_info_t inf;
+    memset(&inf, 0, sizeof inf);
+    CUDA_T(cudaSetDevice(cs[i].device));
+    CUDA_T(cudaMemcpy(&inf, info[i], sizeof inf, cudaMemcpyDeviceToHost));
+    const size_t n = inf.recorded > 0 && inf.recorded <= TRACE_CAPACITY ? (size_t)inf.recorded : 0;
+    CUDA_T(cudaMemcpy(host, ev[i], n * sizeof *host, cudaMemcpyDeviceToHost));
+    check_trace(&cs[i], c, d, &inf, host, desc);
+    for (size_t e = 0; e < n; e++) full[i] += host[e].kind < LOOM_MOE_TRACE_FIRST_WAIT;
+  }
+  /* TRACE_TINY events of room; the buffer poisoned past them */
+  const size_t poisoned = (TRACE_TINY + TRACE_GUARD) * sizeof(loom_moe_trace_event_t);
+  for (int i = 0; i < nlocal && !fatal; i++) {
+    CUDA_T(cudaSetDevice(cs[i].device));
+    CUDA_T(cudaMemset(ev[i], 0xFF, poisoned));
+    LOOM_T(loom_moe_set_trace(cs[i].moe, ev[i], TRACE_TINY, info[i]));
+  }
+  if (!fatal) fatal = sync_devices(cs, nlocal) != 0 || launch_all(cs, nlocal, c, 1, -1, desc) != 0;
+  if (!fatal) fatal = sync_all(cs, nlocal) != 0 || check_async(cs, nlocal, desc) != 0;
+  for (int i = 0; i < nlocal && !fatal && ref_ok; i++) {
+    verify_same(&cs[i], c, d, "a forward without and one with a tiny trace buffer", desc);
+    loom_moe_trace_info_t inf;
+    CUDA_T(cudaSetDevice(cs[i].device));
+    CUDA_T(cudaMemcpy(&inf, info[i], sizeof inf, cudaMemcpyDeviceToHost));
+    CUDA_T(cudaMemcpy(host, ev[i], poisoned, cudaMemcpyDeviceToHost));
+    CHECK(inf.recorded == TRACE_TINY && inf.dropped >= full[i] - TRACE_TINY && inf.dropped > 0,
+          "rank %d: capacity %d: recorded %lld, dropped %lld (the large trace had %lld work "
+          "slices) [%s]",
+          cs[i].rank, TRACE_TINY, (long long)inf.recorded, (long long)inf.dropped,
+          (long long)full[i], desc);
+    const unsigned char *past = (const unsigned char *)(host + TRACE_TINY);
+    size_t touched = 0;
+    for (size_t b = 0; b < TRACE_GUARD * sizeof *host; b++) touched += past[b] != 0xFF;
+    CHECK(touched == 0, "rank %d: %zu bytes written past the trace capacity [%s]", cs[i].rank,
+          touched, desc);
+    int in_window = 1;
+    for (int e = 0; e < TRACE_TINY; e++)
+      in_window &= host[e].start_ns >= inf.start_ns && host[e].end_ns <= inf.end_ns &&
+                   host[e].start_ns <= host[e].end_ns;
+    CHECK(in_window, "rank %d: the %d recorded events lie in the kernel [%s]", cs[i].rank,
+          TRACE_TINY, desc);
+  }
+  /* off again: the info block is left alone */
+  for (int i = 0; i < nlocal && !fatal; i++) {
+    CUDA_T(cudaSetDevice(cs[i].device));
+    CUDA_T(cudaMemset(info[i], 0xFF, sizeof(loom_moe_trace_info_t)));
+    LOOM_T(loom_moe_set_trace(cs[i].moe, NULL, 0, NULL));
+  }
+  if (!fatal) fatal = sync_devices(cs, nlocal) != 0 || launch_all(cs, nlocal, c, 1, -1, desc) != 0;
+  if (!fatal) fatal = sync_all(cs, nlocal) != 0 || check_async(cs, nlocal, desc) != 0;
+  for (int i = 0; i < nlocal && !fatal && ref_ok; i++) {
+    unsigned char raw[sizeof(loom_moe_trace_info_t)];
+    CUDA_T(cudaSetDevice(cs[i].device));
+    CUDA_T(cudaMemcpy(raw, info[i], sizeof raw, cudaMemcpyDeviceToHost));
+    size_t touched = 0;
+    for (size_t b = 0; b < sizeof raw; b++) touched += raw[b] != 0xFF;
+    CHECK(touched == 0, "rank %d: an untraced forward wrote %zu bytes of the info block [%s]",
+          cs[i].rank, touched, desc);
+    verify_same(&cs[i], c, d, "a forward before and after tracing", desc);
+  }
+  if (cs[0].rank == 0 && !fatal)
+    printf("  n=%d: trace case (large, tiny and no buffer; y bitwise equal)\n", c->nranks);
+  for (int i = 0; i < nlocal; i++) {
+    cudaSetDevice(cs[i].device);
+    if (ev[i]) cudaFree(ev[i]);
+    if (info[i]) cudaFree(info[i]);
+  }
+  free(host);
+  destroy_layers(cs, nlocal);
+  return fatal ? -1 : 0;
+}
+
 /* ---- communicator sizing -------------------------------------------------------------------- */
 
 static int add_workspace(const moe_case *c, size_t *bytes, int *slots) {
@@ -1762,6 +1992,8 @@ static int run_world(rank_ctx *cs, int nlocal, int R, int fault, const plan_t *p
       rc = run_case(cs, nlocal, c, d, 2, NULL);
     } else if (c->id == ID_GRAPH) {
       rc = run_graph(cs, nlocal, R, d);
+    } else if (c->id == ID_TRACE) {
+      rc = run_trace(cs, nlocal, c, d);
     } else if (is_layouts(c)) {
       moe_case both = *c; /* run_layouts sets the layout of each pass */
       rc = run_layouts(cs, nlocal, &both, d);
@@ -1857,9 +2089,10 @@ static int multi_process(int R, int fault, int every) {
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: test_moe single|multi [--every N] [--seed S] [--configs] [--real]\n"
-                  "  --configs, --real: run only that family (both: both families), without the\n"
-                  "  determinism, graph and fault cases; default: everything\n");
+  fprintf(stderr, "usage: test_moe single|multi [--every N] [--seed S] [--configs] [--real] "
+                  "[--special]\n"
+                  "  --configs, --real, --special: run only those families (--special: the\n"
+                  "  determinism, graph, layouts, trace and fault cases); default: everything\n");
   return 2;
 }
 
@@ -1870,8 +2103,9 @@ int main(int argc, char **argv) {
   int every = multi ? MULTI_EVERY : 1, select = 0;
   for (int a = 2; a < argc; a++) {
     char *end = NULL;
-    if (strcmp(argv[a], "--configs") == 0 || strcmp(argv[a], "--real") == 0) {
-      select |= argv[a][2] == 'c' ? SEL_CONFIGS : SEL_REAL;
+    if (strcmp(argv[a], "--configs") == 0 || strcmp(argv[a], "--real") == 0 ||
+        strcmp(argv[a], "--special") == 0) {
+      select |= argv[a][2] == 'c' ? SEL_CONFIGS : argv[a][2] == 'r' ? SEL_REAL : SEL_SPECIAL;
       continue;
     }
     if (a + 1 >= argc) return usage();

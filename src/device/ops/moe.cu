@@ -24,6 +24,11 @@
  *   5 combine   token tiles: wait for the tiles holding each choice,
  *               y = sum_j w_j * out_j in fp32, ascending j (deterministic).
  *
+ * Trace (loom_moe_set_trace): with call.tr_events set, thread 0 of each
+ * block records a slice per unit of work and per bounded wait that waited
+ * (tr_open / tr_close below; docs/moe.md "Trace"); off, every site is one
+ * branch on that NULL parameter.
+ *
  * Deadlock freedom: phase 3 never waits; a GEMM0 waits only on phase 3 of
  * some rank; a GEMM1 only on GEMM0 tasks with smaller tickets, already
  * held by resident blocks (cooperative launch); phase 5 only on GEMM1s.
@@ -47,6 +52,18 @@ static_assert(LOOM_MOE_BM == tile_cfg::BM && LOOM_MOE_BN == tile_cfg::BN,
               "moe.h tile sizes are the tile engine's");
 static_assert(LOOM_MOE_TT % moe_cfg::warps == 0, "gate: whole rounds of one token per warp");
 
+/* A block's trace state (loom.h "In-kernel trace"); only thread 0 touches
+ * it. open[TR_WORK] is the open work slice, open[TR_WAIT] the open wait
+ * (end_ns unset): tr_open fills everything the event names, so nothing
+ * the event needs stays live in registers across the work it times. */
+enum { TR_WORK = 0, TR_WAIT = 1 };
+struct moe_trace_sh {
+  __align__(16) loom_moe_trace_event_t ev[LOOM_MOE_TRACE_BATCH]; /* not yet reserved */
+  loom_moe_trace_event_t open[2];
+  int n; /* events in ev */
+};
+static_assert(sizeof(loom_moe_trace_event_t) == 32, "loom.h: a trace event is 32 bytes");
+
 /* Shared state that lives across phases (static part; E <= 1024). */
 struct moe_shared {
   int kept[LOOM_MOE_MAX_EXPERTS];   /* this source's kept rows per expert */
@@ -56,8 +73,67 @@ struct moe_shared {
   int roff[LOOM_MOE_MAX_EXPERTS];   /* [R][El] region row offset of (s, le) */
   int tp[LOOM_MOE_MAX_EXPERTS + 1]; /* cumulative row tiles in task order */
   double gate_w[2 * 32 * 10];       /* gate: two staged chunks of wg (GATE_WLD) */
+  moe_trace_sh tr;                  /* trace batch (tracing on only) */
   int value;                        /* broadcast slot */
 };
+
+/* ---- in-kernel trace -------------------------------------------------------------- */
+
+/* Reserve room for the gathered events with one atomicAdd and store them;
+ * those at or past the capacity are only counted (dropped). Thread 0.
+ * Scalars, not the param structs, so the out-of-line call needs no stack. */
+static __device__ __noinline__ void trace_flush(moe_trace_sh *ts, loom_moe_trace_event_t *events,
+                                                long long capacity, unsigned long long *next) {
+  const int n = ts->n;
+  if (n == 0) return;
+  const unsigned long long base = atomicAdd(next, (unsigned long long)n);
+  for (int i = 0; i < n; i++)
+    if (base + i < (unsigned long long)capacity) {
+      const int4 *src = (const int4 *)&ts->ev[i];
+      int4 *dst = (int4 *)&events[base + i];
+      dst[0] = src[0];
+      dst[1] = src[1];
+    }
+  ts->n = 0;
+}
+
+/* Close the open slice `slot` now: gather it (a wait shorter than
+ * LOOM_MOE_TRACE_MIN_WAIT_NS is forgotten), flush a full batch. Thread 0. */
+static __device__ __noinline__ void trace_close(moe_trace_sh *ts, int slot,
+                                                loom_moe_trace_event_t *events,
+                                                long long capacity, unsigned long long *next) {
+  const uint64_t end = ptx_globaltimer_ns();
+  const loom_moe_trace_event_t &o = ts->open[slot];
+  if (o.kind >= LOOM_MOE_TRACE_FIRST_WAIT && end - o.start_ns < LOOM_MOE_TRACE_MIN_WAIT_NS) return;
+  loom_moe_trace_event_t &e = ts->ev[ts->n];
+  e = o;
+  e.end_ns = end;
+  e.sm = (uint16_t)ptx_smid();
+  if (++ts->n == LOOM_MOE_TRACE_BATCH) trace_flush(ts, events, capacity, next);
+}
+
+/* Record sites. Off (tr_events NULL) each is one uniform branch on a
+ * kernel parameter; every thread of the block may call them. */
+static __device__ __forceinline__ void tr_open(const loom_moe_call &call, moe_shared &sh, int slot,
+                                               int kind, int peer, int a, int b, int c) {
+  if (call.tr_events != NULL && threadIdx.x == 0) {
+    loom_moe_trace_event_t &o = sh.tr.open[slot];
+    o.start_ns = ptx_globaltimer_ns();
+    o.kind = (uint8_t)kind;
+    o.peer = (uint8_t)peer;
+    o.a = a;
+    o.b = b;
+    o.c = c;
+  }
+}
+
+static __device__ __forceinline__ void tr_close(const loom_moe_params &p, const loom_moe_call &call,
+                                                moe_shared &sh, int slot) {
+  if (call.tr_events != NULL && threadIdx.x == 0)
+    trace_close(&sh.tr, slot, call.tr_events, call.tr_capacity, &p.tr_state->next);
+}
+
+#define TR_NO_PEER LOOM_MOE_TRACE_NO_PEER
 
 /* ---- element conversion ------------------------------------------------------ */
 
@@ -241,6 +317,7 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
   constexpr int per_warp = LOOM_MOE_TT / moe_cfg::warps; /* 4 tokens */
   for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
     const int t0 = tile * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
+    tr_open(call, sh, TR_WORK, LOOM_MOE_TRACE_GATE, TR_NO_PEER, tile, t0, t1 - t0);
     if (call.ids_in == NULL) {
       gate_logits_tile<DT>(p, call.x, t0, t1, lg_all, sh.gate_w);
       const int tw = t0 + warp * per_warp, nt = min(per_warp, t1 - tw);
@@ -278,6 +355,7 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
         call.wts_out[i] = __ldcg(&p.wts[i]);
       }
     __syncthreads();
+    tr_close(p, call, sh, TR_WORK);
   }
   /* counters of phase 4, cleared before barrier 1 */
   const size_t ndone = (size_t)p.R * p.El * p.TPE;
@@ -301,6 +379,9 @@ static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params 
   const int E = p.E, K = p.K, El = p.El, T = call.T;
   const int ntiles = (T + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
   const int cap = capacity_of(p, T);
+  const int bx = (int)blockIdx.x, gx = (int)gridDim.x;
+  tr_open(call, sh, TR_WORK, LOOM_MOE_TRACE_PLACE, TR_NO_PEER,
+          bx < ntiles ? (ntiles - 1 - bx) / gx + 1 : 0, bx < p.R ? (p.R - 1 - bx) / gx + 1 : 0, 0);
   /* totals per expert -> kept -> region offsets (every block, same result) */
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
     int tot = 0;
@@ -351,7 +432,9 @@ static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params 
    * whatever operator it was (loom_wait_peer_ready). Dispatch stores come
    * after grid barrier 2, so they are ordered after these waits too. */
   for (int d = blockIdx.x; d < p.R; d += gridDim.x) {
+    tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_CREDIT, d, 0, 0, 0);
     if (!loom_block_wait_peer_ready(c, d, epoch)) return 0;
+    tr_close(p, call, sh, TR_WAIT);
     int32_t *hdr = (int32_t *)loom_peer_ptr(c, d, p.hdr_off + (size_t)(epoch & 1) * p.hdr_parity_bytes +
                                                       (size_t)c.rank * p.hdr_stride);
     for (int i = threadIdx.x; i < (int)(p.hdr_stride / 4); i += blockDim.x)
@@ -361,6 +444,7 @@ static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params 
     __syncthreads();
     if (threadIdx.x == 0) loom_signal(c, d, 0, epoch);
   }
+  tr_close(p, call, sh, TR_WORK);
   return 1;
 }
 
@@ -379,6 +463,7 @@ static __device__ void phase_dispatch(const loom_dev_comm &c, const loom_moe_par
       for (int tl = 0; tl < ntl; tl++, item++) {
         if (item % gridDim.x != blockIdx.x) continue;
         const int r0 = tl * LOOM_MOE_BM, r1 = min(rows, r0 + LOOM_MOE_BM);
+        tr_open(call, sh, TR_WORK, LOOM_MOE_TRACE_DISPATCH, d, le, tl, r1 - r0);
         char *dst_base = loom_peer_ptr(c, d, p.disp_off + (size_t)c.rank * p.Cs * p.row_bytes);
         for (int r = r0 + warp; r < r1; r += moe_cfg::warps) {
           const int row = sh.offs[e] + r;
@@ -389,6 +474,7 @@ static __device__ void phase_dispatch(const loom_dev_comm &c, const loom_moe_par
         }
         __syncthreads();
         if (threadIdx.x == 0) loom_signal(c, d, p.slot_disp0 + le * p.TPE + tl, epoch);
+        tr_close(p, call, sh, TR_WORK);
       }
     }
   }
@@ -437,8 +523,12 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
    * explicitly (an already-satisfied flag read). */
   for (int i = 0; i < R; i++) {
     const int s = (c.rank + i) % R;
+    tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_HEADER, s, 0, 0, 0);
     if (!loom_block_wait(c, s, 0, epoch)) return 0;
+    tr_close(p, call, sh, TR_WAIT);
+    tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_CREDIT, s, 0, 0, 0);
     if (!loom_block_wait_peer_ready(c, s, epoch)) return 0;
+    tr_close(p, call, sh, TR_WAIT);
     const int32_t *hdr = (const int32_t *)loom_local_ptr(
         c, p.hdr_off + (size_t)(epoch & 1) * p.hdr_parity_bytes + (size_t)s * p.hdr_stride);
     for (int le = threadIdx.x; le < El; le += blockDim.x)
@@ -526,10 +616,14 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
     const int rows = min(LOOM_MOE_BM, sh.rc[s * El + le] - tl * LOOM_MOE_BM);
     const size_t row0 = (size_t)s * p.Cs + sh.roff[s * El + le] + (size_t)tl * LOOM_MOE_BM;
     const int dep = (s * El + le) * p.TPE + tl;
+    tr_open(call, sh, TR_WORK, sub < nF ? LOOM_MOE_TRACE_GEMM0 : LOOM_MOE_TRACE_GEMM1, s, le, tl,
+            sub < nF ? sub : sub - nF);
     tile_acc<PARTS> acc;
     if (sub < nF) {
       /* GEMM0 + activation -> h */
+      tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_DISPATCH, s, le, tl, 0);
       if (!loom_block_wait(c, s, p.slot_disp0 + le * p.TPE + tl, epoch)) return 0;
+      tr_close(p, call, sh, TR_WAIT);
       const int c0 = sub * h_cols;
       const int cols = min(h_cols, p.F - c0);
       const int c1 = p.gated ? p.F + c0 : (cols > LOOM_MOE_BN ? c0 + LOOM_MOE_BN : c0);
@@ -559,15 +653,18 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
         __threadfence();
         atomicAdd(&p.done0[dep], 1u);
       }
+      tr_close(p, call, sh, TR_WORK);
     } else {
       /* GEMM1 -> straight into the source's window */
       const int c0 = (sub - nF) * W;
       const int cols = min(W, p.H - c0);
       const int c1 = cols > LOOM_MOE_BN ? c0 + LOOM_MOE_BN : c0;
       int failed = 0;
+      tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_GEMM0, s, le, tl, nF);
       if (threadIdx.x == 0)
         failed = !loom_wait_local_geq(c, &p.done0[dep], (uint32_t)nF, LOOM_WAIT_TILE_DEP, dep);
       if (__syncthreads_or(failed)) return 0;
+      tr_close(p, call, sh, TR_WAIT);
       const T *A = (const T *)p.h + row0 * p.F;
       const T *B = (const T *)p.w2 + (size_t)le * p.F * p.H; /* [F x H] or [H x F] */
       if (kn)
@@ -592,6 +689,7 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
           loom_signal(c, s, p.slot_ret0 + le * p.TPE + tl, epoch);
         }
       }
+      tr_close(p, call, sh, TR_WORK);
     }
   }
 }
@@ -608,6 +706,8 @@ static __device__ int phase_combine(const loom_dev_comm &c, const loom_moe_param
   const int vec_per_row = p.H / per_vec;
   for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
     const int t0 = tile * LOOM_MOE_TT, t1 = min(T_, t0 + LOOM_MOE_TT);
+    tr_open(call, sh, TR_WORK, LOOM_MOE_TRACE_COMBINE, TR_NO_PEER, tile, t0, t1 - t0);
+    tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_RETURN, TR_NO_PEER, tile, t0, t1 - t0);
     int failed = 0;
     if (threadIdx.x < 32) /* warp 0's lanes wait for the tiles in parallel */
       for (int i = t0 * K + threadIdx.x; i < t1 * K && !failed; i += 32) {
@@ -618,6 +718,7 @@ static __device__ int phase_combine(const loom_dev_comm &c, const loom_moe_param
         failed = !loom_wait_signal(c, d, p.slot_ret0 + le * p.TPE + tl, epoch);
       }
     if (__syncthreads_or(failed)) return 0;
+    tr_close(p, call, sh, TR_WAIT);
     for (int i = threadIdx.x; i < (t1 - t0) * vec_per_row; i += blockDim.x) {
       const int t = t0 + i / vec_per_row, v = i % vec_per_row;
       float acc[per_vec];
@@ -641,6 +742,7 @@ static __device__ int phase_combine(const loom_dev_comm &c, const loom_moe_param
       *((int4 *)((char *)call.y + (size_t)t * p.row_bytes) + v) = out;
     }
     __syncthreads();
+    tr_close(p, call, sh, TR_WORK);
   }
   return 1;
 }
@@ -653,6 +755,28 @@ static __device__ __forceinline__ void phase_mark(const loom_moe_params &p, int 
   if (threadIdx.x == 0) p.trace[(size_t)blockIdx.x * 5 + i] = ptx_globaltimer_ns() - t0;
 }
 
+/* The last block, warp 0, after every other block has flushed its events:
+ * the kernel's start (earliest block start) and end, the event counts; the
+ * counter goes back to 0 for the next forward. */
+static __device__ __noinline__ void trace_finish(loom_moe_trace_state *st,
+                                                 loom_moe_trace_info_t *info, long long capacity,
+                                                 int rank) {
+  unsigned long long start = ~0ull;
+  for (unsigned b = threadIdx.x; b < gridDim.x; b += 32)
+    start = min(start, __ldcg(&st->block_start[b]));
+  for (int o = 16; o > 0; o >>= 1) start = min(start, __shfl_xor_sync(0xffffffffu, start, o));
+  if (threadIdx.x == 0) {
+    const unsigned long long n = atomicExch(&st->next, 0ull);
+    const unsigned long long cap = (unsigned long long)capacity;
+    info->recorded = (int64_t)(n < cap ? n : cap);
+    info->dropped = (int64_t)(n < cap ? 0 : n - cap);
+    info->start_ns = start;
+    info->end_ns = ptx_globaltimer_ns();
+    info->blocks = (int32_t)gridDim.x;
+    info->rank = rank;
+  }
+}
+
 template <int MATH, int PARTS>
 __global__ void __launch_bounds__(moe_cfg::threads, moe_cfg::blocks_per_sm)
     moe_kernel(loom_dev_comm c, loom_moe_params p, loom_moe_call call) {
@@ -662,16 +786,25 @@ __global__ void __launch_bounds__(moe_cfg::threads, moe_cfg::blocks_per_sm)
   const uint64_t epoch = loom_kernel_begin(c);
   const uint64_t t0 = ptx_globaltimer_ns();
   if (threadIdx.x < 5) p.trace[(size_t)blockIdx.x * 5 + threadIdx.x] = 0;
+  if (call.tr_events != NULL && threadIdx.x == 0) {
+    p.tr_state->block_start[blockIdx.x] = t0;
+    sh.tr.n = 0;
+  }
   /* a peer that failed since our last call stops this one at once */
   const int go = !loom_block_aborted(c);
   if (go) phase_gate<DT>(c, p, call, sh, (float *)smem);
   phase_mark(p, 0, t0);
+  tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_BARRIER, TR_NO_PEER, 1, 0, 0);
   if (go && loom_grid_barrier(c, 1)) {
+    tr_close(p, call, sh, TR_WAIT);
     const int placed = phase_place(c, p, call, sh, epoch);
     phase_mark(p, 1, t0);
     /* a block whose credit wait failed raised the abort flag: barrier 2
      * then returns 0 everywhere, so nobody dispatches into that peer */
-    if (loom_grid_barrier(c, 2) && placed) {
+    tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_BARRIER, TR_NO_PEER, 2, 0, 0);
+    const int barrier2 = loom_grid_barrier(c, 2);
+    if (barrier2) tr_close(p, call, sh, TR_WAIT);
+    if (barrier2 && placed) {
       phase_dispatch(c, p, call, sh, epoch);
       phase_mark(p, 2, t0);
       if (phase_experts<MATH, PARTS>(c, p, call, sh, epoch, smem)) {
@@ -681,11 +814,17 @@ __global__ void __launch_bounds__(moe_cfg::threads, moe_cfg::blocks_per_sm)
       }
     }
   }
-  if (loom_kernel_end(c, epoch) && call.stats != NULL && threadIdx.x < 5) {
+  /* this block's last events go out before its arrival in loom_kernel_end */
+  if (call.tr_events != NULL && threadIdx.x == 0)
+    trace_flush(&sh.tr, call.tr_events, call.tr_capacity, &p.tr_state->next);
+  const int last = loom_kernel_end(c, epoch);
+  if (last && call.stats != NULL && threadIdx.x < 5) {
     uint64_t m = 0;
     for (unsigned b = 0; b < gridDim.x; b++) m = max(m, __ldcg(&p.trace[(size_t)b * 5 + threadIdx.x]));
     call.stats->phase_end_ns[threadIdx.x] = (int64_t)m;
   }
+  if (last && call.tr_events != NULL && threadIdx.x < 32)
+    trace_finish(p.tr_state, call.tr_info, call.tr_capacity, c.rank);
 }
 
 template <int MATH, int PARTS>

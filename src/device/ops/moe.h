@@ -48,6 +48,18 @@ extern "C" {
 #define LOOM_MOE_MAX_EXPERTS 1024
 #define LOOM_MOE_MAX_TOPK 16
 #define LOOM_MOE_MAX_BLOCKS 4096 /* grid size bound (trace buffer) */
+#define LOOM_MOE_TRACE_BATCH 16  /* events a block gathers in shared memory
+                                    before reserving space for them */
+
+/* The layer's own state for loom_moe_set_trace (device memory, zeroed at
+ * create). `next` counts the events of the running forward (reserved in
+ * batches; those at or past the capacity are dropped); the last block
+ * copies it into the caller's loom_moe_trace_info_t and sets it back to 0.
+ * block_start[b]: block b's first %globaltimer read of the forward. */
+typedef struct {
+  unsigned long long next;
+  unsigned long long block_start[LOOM_MOE_MAX_BLOCKS];
+} loom_moe_trace_state;
 
 typedef struct {
   /* shape */
@@ -72,6 +84,7 @@ typedef struct {
   uint32_t *done1;     /* [R][El][TPE] GEMM1 tasks finished per row tile */
   uint32_t *ticket;    /* [1] next compute task */
   uint64_t *trace;     /* [LOOM_MOE_MAX_BLOCKS][5] each block's phase ends (ns) */
+  loom_moe_trace_state *tr_state; /* [1] loom_moe_set_trace's counter and starts */
   /* weights, in wlayout (loom.h "Layouts"): OUT_IN wg [E x H], w1
    * [El][F1 x H], w2 [El][H x F]; IN_OUT wg [H x E], w1 [El][H x F1],
    * w2 [El][F x H]; F1 = 2F for SwiGLU (gate then up), else F */
@@ -87,6 +100,10 @@ typedef struct {
   int32_t *ids_out;
   float *wts_out;
   loom_moe_stats_t *stats;
+  /* loom_moe_set_trace's buffers; tr_events NULL: no trace */
+  loom_moe_trace_event_t *tr_events;
+  long long tr_capacity;
+  loom_moe_trace_info_t *tr_info;
 } loom_moe_call;
 
 /* One forward: the single kernel launch. */
