@@ -99,6 +99,7 @@
 #include "../check.h"
 #include "gpu_check.h"
 #include "ranks.h"
+#include "watchdog.h"
 
 _Static_assert(LOOM_FP32 == 0 && LOOM_BF16 == 1 && LOOM_FP16 == 2,
                "ref_*_array formats follow loom_dtype_t");
@@ -141,31 +142,6 @@ static const int NF_TOKENS[MAX_RANKS] = {150, 33, 1, 256, 97, 0, 64, 200};
 #define TOL_WEIGHTS 1e-6
 
 static uint64_t g_seed = 0x6661756c7473ull; /* "faults" */
-
-/* ---- watchdog ------------------------------------------------------------------------------- */
-
-static char g_doing[512] = "startup";
-
-static void on_alarm(int sig) {
-  (void)sig;
-  static const char head[] = "test_faults: WATCHDOG expired; in progress: ";
-  if (write(2, head, sizeof head - 1) < 0 ||
-      write(2, g_doing, strnlen(g_doing, sizeof g_doing)) < 0 || write(2, "\n", 1) < 0) {
-    /* the process ends either way */
-  }
-  for (int i = 0; i < RANKS_MAX; i++)
-    if (ranks_children[i] > 0) kill(ranks_children[i], SIGKILL);
-  _exit(124);
-}
-
-static void watchdog(int seconds, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void watchdog(int seconds, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(g_doing, sizeof g_doing, fmt, ap);
-  va_end(ap);
-  alarm((unsigned)seconds);
-}
 
 static void sleep_ns(long ns) {
   struct timespec ts = {0, ns};
@@ -532,7 +508,6 @@ static loom_result_t forward(rank_ctx *rc, const void *x, int T, void *y, int ca
 
 enum { CASE_RANGE = 1, CASE_DUP, CASE_CFG_ACT, CASE_CFG_TOPK, CASE_EXTRA, CASE_NONFINITE,
        CASE_OP_MISMATCH };
-
 
 static loom_moe_config_t fault_layer(int R, int act, int k) {
   loom_moe_config_t c = LOOM_MOE_CONFIG_INIT;
@@ -1353,7 +1328,7 @@ int main(int argc, char **argv) {
     if (end == NULL || *end != '\0') return usage();
   }
   const char *name = multi ? "test_faults multi" : "test_faults single";
-  signal(SIGALRM, on_alarm);
+  watchdog_start("test_faults");
   watchdog(CASE_DEADLINE_S, "counting GPUs");
   int ngpu = multi ? ranks_gpu_count() : 0;
   if (!multi && cudaGetDeviceCount(&ngpu) != cudaSuccess) ngpu = 0;

@@ -153,6 +153,7 @@
 #include "../check.h"
 #include "gpu_check.h"
 #include "ranks.h"
+#include "watchdog.h"
 
 _Static_assert(LOOM_FP32 == 0 && LOOM_BF16 == 1 && LOOM_FP16 == 2,
                "ref_*_array formats follow loom_dtype_t");
@@ -223,33 +224,6 @@ _Static_assert(REF_ACT_RELU == (int)LOOM_ACT_RELU && REF_ACT_GELU == (int)LOOM_A
 
 static uint64_t g_seed = 0x6c6f6f6d4d6f45ull;
 static int g_threads = 1;
-
-
-/* ---- watchdog ------------------------------------------------------------------------------- */
-
-static char g_doing[1024] = "startup";
-
-static void on_alarm(int sig) {
-  (void)sig;
-  static const char head[] = "test_moe: WATCHDOG expired; in progress: ";
-  if (write(2, head, sizeof head - 1) < 0 ||
-      write(2, g_doing, strnlen(g_doing, sizeof g_doing)) < 0 || write(2, "\n", 1) < 0) {
-    /* nothing more to do: the process ends either way */
-  }
-  for (int i = 0; i < RANKS_MAX; i++)
-    if (ranks_children[i] > 0) kill(ranks_children[i], SIGKILL);
-  _exit(124);
-}
-
-/* (Re)arm the watchdog for `seconds` and name what is about to run. */
-static void watchdog(int seconds, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void watchdog(int seconds, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(g_doing, sizeof g_doing, fmt, ap);
-  va_end(ap);
-  alarm((unsigned)seconds);
-}
 
 /* ---- deterministic random numbers (splitmix64) ---------------------------------------------- */
 
@@ -2119,7 +2093,7 @@ int main(int argc, char **argv) {
   }
   if (select != 0) g_select = select;
   const char *name = multi ? "test_moe multi" : "test_moe single";
-  signal(SIGALRM, on_alarm);
+  watchdog_start("test_moe");
   watchdog(CASE_DEADLINE_S, "counting GPUs");
   int ngpu = multi ? ranks_gpu_count() : 0;
   if (!multi && cudaGetDeviceCount(&ngpu) != cudaSuccess) ngpu = 0;

@@ -68,6 +68,7 @@
 #include "../check.h"
 #include "gpu_check.h"
 #include "ranks.h"
+#include "watchdog.h"
 
 _Static_assert(LOOM_FP32 == 0 && LOOM_BF16 == 1 && LOOM_FP16 == 2,
                "ref_*_array formats follow loom_dtype_t");
@@ -88,31 +89,6 @@ static const size_t BPP_LIST[] = {1000, 65536 + 16, 1u << 20, (3u << 20) + 4, 6u
 #define MAX_BPP ((size_t)6 << 20)
 
 static uint64_t g_seed = 0x73657175656e6365ull; /* "sequence" */
-
-/* ---- watchdog ------------------------------------------------------------------------------- */
-
-static char g_doing[512] = "startup";
-
-static void on_alarm(int sig) {
-  (void)sig;
-  static const char head[] = "test_sequence: WATCHDOG expired; in progress: ";
-  if (write(2, head, sizeof head - 1) < 0 ||
-      write(2, g_doing, strnlen(g_doing, sizeof g_doing)) < 0 || write(2, "\n", 1) < 0) {
-    /* the process ends either way */
-  }
-  for (int i = 0; i < RANKS_MAX; i++)
-    if (ranks_children[i] > 0) kill(ranks_children[i], SIGKILL);
-  _exit(124);
-}
-
-static void watchdog(int seconds, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void watchdog(int seconds, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(g_doing, sizeof g_doing, fmt, ap);
-  va_end(ap);
-  alarm((unsigned)seconds);
-}
 
 static void sleep_ns(long ns) {
   struct timespec ts = {0, ns};
@@ -922,7 +898,7 @@ int main(int argc, char **argv) {
     if (end == NULL || *end != '\0' || ncalls < 1 || ncalls > SEQ_MAX_CALLS) return usage();
   }
   const char *name = multi ? "test_sequence multi" : "test_sequence single";
-  signal(SIGALRM, on_alarm);
+  watchdog_start("test_sequence");
   watchdog(STEP_DEADLINE_S, "counting GPUs");
   int ngpu = multi ? ranks_gpu_count() : 0;
   if (!multi && cudaGetDeviceCount(&ngpu) != cudaSuccess) ngpu = 0;
