@@ -1,6 +1,8 @@
 # loom — build.
 #
-#   make            static + shared library and the `loom` CLI (build/)
+#   make            static + shared library (the operators only), the `loom`
+#                   CLI, and libloom_dev.a (CPU references + baseline, for
+#                   the CLI and tests) in build/
 #   make test       CPU tests (no GPU needed); also compiles every .cu for sm_90a
 #   make gpu-test   GPU tests (needs 1+ GPUs; multi-GPU cases skip when fewer)
 #   make clean
@@ -56,10 +58,15 @@ LDLIBS := -L$(CUDA_HOME)/lib64 -lcublas -lcudart -L$(NCCL_LIBDIR) $(NCCL_LINK) \
           -Wl,-rpath,$(NCCL_LIBDIR) -Wl,-rpath,$(CUDA_HOME)/lib64 -lstdc++ -lpthread -ldl -lm
 
 # ---- sources -------------------------------------------------------------------
-LIB_C := $(wildcard src/host/*.c) $(wildcard src/reference/*.c) $(wildcard src/baseline/*.c)
-LIB_CU := $(wildcard src/device/runtime/*.cu) $(wildcard src/device/ops/*.cu) \
-          $(wildcard src/baseline/*.cu)
+# libloom: the operators only. The CPU references and the NCCL + cuBLAS
+# baseline are for the tests and the CLI: they live in libloom_dev.a, which
+# is not installed and not part of libloom.so.
+LIB_C := $(wildcard src/host/*.c)
+LIB_CU := $(wildcard src/device/runtime/*.cu) $(wildcard src/device/ops/*.cu)
 LIB_OBJ := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(LIB_CU:%.cu=$(BUILD)/obj/%.o)
+DEV_C := $(wildcard src/reference/*.c) $(wildcard src/baseline/*.c)
+DEV_CU := $(wildcard src/baseline/*.cu)
+DEV_OBJ := $(DEV_C:%.c=$(BUILD)/obj/%.o) $(DEV_CU:%.cu=$(BUILD)/obj/%.o)
 HEADERS := $(wildcard include/*.h src/*/*.h src/device/*/*.h src/device/*/*.cuh tests/*.h)
 
 # The CLI minus its main(), so tests can drive its parsing.
@@ -89,20 +96,24 @@ $(BUILD)/libloom.a: $(LIB_OBJ)
 $(BUILD)/libloom.so: $(LIB_OBJ)
 	$(CC) -shared -o $@ $^ $(LDLIBS)
 
+$(BUILD)/libloom_dev.a: $(DEV_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
 $(BUILD)/obj/src/cli/%.o: src/cli/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Isrc -c $< -o $@
 
-$(BUILD)/loom: src/cli/main.c $(CLI_OBJ) $(BUILD)/libloom.a $(HEADERS)
-	$(CC) $(CFLAGS) -Isrc $< $(CLI_OBJ) $(BUILD)/libloom.a -o $@ $(LDLIBS)
+$(BUILD)/loom: src/cli/main.c $(CLI_OBJ) $(BUILD)/libloom_dev.a $(BUILD)/libloom.a $(HEADERS)
+	$(CC) $(CFLAGS) -Isrc $< $(CLI_OBJ) $(BUILD)/libloom_dev.a $(BUILD)/libloom.a -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/cpu/%.c $(CLI_OBJ) $(BUILD)/libloom.a $(HEADERS)
+$(BUILD)/tests/%: tests/cpu/%.c $(CLI_OBJ) $(BUILD)/libloom_dev.a $(BUILD)/libloom.a $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Isrc $< $(CLI_OBJ) $(BUILD)/libloom.a -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) -Isrc $< $(CLI_OBJ) $(BUILD)/libloom_dev.a $(BUILD)/libloom.a -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/gpu/%.c $(BUILD)/libloom.a $(HEADERS)
+$(BUILD)/tests/%: tests/gpu/%.c $(BUILD)/libloom_dev.a $(BUILD)/libloom.a $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Isrc $< $(BUILD)/libloom.a -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) -Isrc $< $(BUILD)/libloom_dev.a $(BUILD)/libloom.a -o $@ $(LDLIBS)
 
 $(BUILD)/bench/%: bench/%.cu
 	@mkdir -p $(dir $@)
