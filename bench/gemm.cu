@@ -8,7 +8,9 @@
  *   build/bench/gemm                  # all checks ("all results match"), then timings
  *   build/bench/gemm --quick          # fewer cases and shapes
  *   build/bench/gemm --dtype bf16 --shape dense     # filters (bf16|fp16|tf32, dense|grouped|smallm)
- *   build/bench/gemm --variant v1,pp  # engine variants (v1 w1 pp sk2 sk4; default all, docs/tile.md "v2")
+ *   build/bench/gemm --variant v1,pp  # engine variants (v1 w1 pp sk2 sk4 pp2 w1c2 sm2 sm2h; default all,
+ *                                     # docs/tile.md "v2", "v3")
+ *   build/bench/gemm --k 2048,768     # grouped timed shapes only at these K
  *   build/bench/gemm --device-groups  # only the grouped cases, each in host-groups (hg) and
  *                                     # device-groups (dg) mode beside cuBLAS (docs/tile.md "Device groups")
  *   options: --iters N (timed runs, median; default 10), --seed S, --threads T (CPU reference),
@@ -97,6 +99,7 @@ struct options {
   int device_groups; /* --device-groups: only cases that run in both groups modes */
   int dg_same_stream;/* 1 (default): device-groups checks publish the table in stream order;
                         0 (--dg-concurrent): from a concurrent kernel */
+  int ks[8], nks;    /* --k: grouped timed shapes only with these K (none: all) */
 };
 static options g_opt;
 static int g_num_sms, g_l2_bytes;
@@ -176,6 +179,8 @@ struct gcase {
   int N, K;
   int row_ptr, row_scale; /* exercise the per-row destination table / scale */
   int timeout_group;      /* -1, or the group whose readiness never arrives */
+  int timeout_m;          /* -1: every m-block of timeout_group; else only this
+                             128-row m-block (large config) of it */
   int edge, rand_rows;    /* row sampling per group: 0 = check every row */
   int shape;              /* 0 dense, 1 grouped, 2 smallm, -1 correctness-only */
   int dg_only;            /* device-groups mode only (the cases below)        */
@@ -215,12 +220,23 @@ static float row_scale_val(uint32_t seed, int64_t row) { return 0.5f + 0.125f * 
  *   v1      hop_large / hop_small          (cooperative, wait_group 0: v1 as measured)
  *   w1      hop_large_w1 / hop_small_w1    (cooperative, one wgmma batch in flight)
  *   pp      hop_pp (128 x 128 per WG, ping-pong; large-config cases only)
- *   sk2/4   w1 with split_k = 2 / 4 (deterministic fixed-order reduction)   */
-enum { VAR_V1 = 0, VAR_W1 = 1, VAR_PP = 2, VAR_SK2 = 3, VAR_SK4 = 4, NUM_VARS = 5 };
+ *   sk2/4   w1 with split_k = 2 / 4 (deterministic fixed-order reduction)
+ * v3 (docs/tile.md "v3"):
+ *   pp2     hop_pp2: pp in 2-CTA clusters along M, B multicast (large-config cases)
+ *   w1c2    hop_w1c2: large_w1 (128 x 256) in 2-CTA clusters, B multicast (large)
+ *   sm2     hop_sm2: small 64 x 128, 2 stages of 4 k-blocks (small-config cases)
+ *   sm2h    hop_sm2h: small 64 x 128, 4 stages of 2 k-blocks (small)             */
+enum {
+  VAR_V1 = 0, VAR_W1 = 1, VAR_PP = 2, VAR_SK2 = 3, VAR_SK4 = 4,
+  VAR_PP2 = 5, VAR_W1C2 = 6, VAR_SM2 = 7, VAR_SM2H = 8, NUM_VARS = 9
+};
 static const char *var_name(int v) {
-  static const char *n[] = {"v1", "w1", "pp", "w1+sk2", "w1+sk4"};
+  static const char *n[] = {"v1", "w1", "pp", "w1+sk2", "w1+sk4", "pp2", "w1c2", "sm2", "sm2h"};
   return n[v];
 }
+static int var_large_only(int v) { return v == VAR_PP || v == VAR_PP2 || v == VAR_W1C2; }
+static int var_small_only(int v) { return v == VAR_SM2 || v == VAR_SM2H; }
+static int var_cluster(int v) { return v == VAR_PP2 || v == VAR_W1C2; }
 static int var_split(int v) { return v == VAR_SK2 ? 2 : v == VAR_SK4 ? 4 : 1; }
 
 template <class CFG> static cudaError_t plan_cfg(hop_plan *plan, const hop_problem *pr) {
@@ -230,10 +246,15 @@ template <int DT> static cudaError_t plan_dt(int cfg, int var, hop_plan *plan, c
   if (cfg == CFG_LARGE) {
     if (var == VAR_V1) return plan_cfg<hop_large<DT>>(plan, pr);
     if (var == VAR_PP) return plan_cfg<hop_pp<DT>>(plan, pr);
+    if (var == VAR_PP2) return plan_cfg<hop_pp2<DT>>(plan, pr);
+    if (var == VAR_W1C2) return plan_cfg<hop_w1c2<DT>>(plan, pr);
+    if (var_small_only(var)) return cudaErrorNotSupported;
     return plan_cfg<hop_large_w1<DT>>(plan, pr);
   }
   if (var == VAR_V1) return plan_cfg<hop_small<DT>>(plan, pr);
-  if (var == VAR_PP) return cudaErrorNotSupported;
+  if (var_large_only(var)) return cudaErrorNotSupported;
+  if (var == VAR_SM2) return plan_cfg<hop_sm2<DT>>(plan, pr);
+  if (var == VAR_SM2H) return plan_cfg<hop_sm2h<DT>>(plan, pr);
   return plan_cfg<hop_small_w1<DT>>(plan, pr);
 }
 
@@ -305,10 +326,15 @@ static cudaError_t launch_var(int var, const hop_plan *plan, cudaStream_t st) {
   if constexpr (CFGID == CFG_LARGE) {
     if (var == VAR_V1) return hop_launch<hop_large<DT>, ACT, OUT>(plan, st);
     if (var == VAR_PP) return hop_launch<hop_pp<DT>, ACT, OUT>(plan, st);
+    if (var == VAR_PP2) return hop_launch<hop_pp2<DT>, ACT, OUT>(plan, st);
+    if (var == VAR_W1C2) return hop_launch<hop_w1c2<DT>, ACT, OUT>(plan, st);
+    if (var_small_only(var)) return cudaErrorNotSupported;
     return hop_launch<hop_large_w1<DT>, ACT, OUT>(plan, st);
   } else {
     if (var == VAR_V1) return hop_launch<hop_small<DT>, ACT, OUT>(plan, st);
-    if (var == VAR_PP) return cudaErrorNotSupported;
+    if (var_large_only(var)) return cudaErrorNotSupported;
+    if (var == VAR_SM2) return hop_launch<hop_sm2<DT>, ACT, OUT>(plan, st);
+    if (var == VAR_SM2H) return hop_launch<hop_sm2h<DT>, ACT, OUT>(plan, st);
     return hop_launch<hop_small_w1<DT>, ACT, OUT>(plan, st);
   }
 }
@@ -384,8 +410,9 @@ static void alloc_case(const gcase *c, gbufs *b) {
       hp[row] = (char *)b->C + (b->crow_off[g] + dest_row(c, g, r)) * b->n_out * os;
     }
     for (int m = 0; m < (c->rows[g] + bm - 1) / bm; m++) {
-      hr[ri++] = g == c->timeout_group ? 0u : 1u;
-      hdr[(size_t)g * mt_max + m] = g == c->timeout_group ? 0u : 1u;
+      const int never = g == c->timeout_group && (c->timeout_m < 0 || c->timeout_m == m);
+      hr[ri++] = never ? 0u : 1u;
+      hdr[(size_t)g * mt_max + m] = never ? 0u : 1u;
     }
     htab[g] = (int32_t)b->row_off[g];
     /* an out-of-range entry: rows past the buffer's end */
@@ -620,6 +647,7 @@ static int64_t check_case(const gcase *c, gbufs *b, uint32_t err_word, int var, 
   x.b = b;
   x.hC = hC;
   x.rtol = c->out == HOP_OUT_BF16 ? 1e-2 : c->out == HOP_OUT_FP16 ? 2e-3 : 5e-3;
+  const int bm = c->cfg == CFG_LARGE ? 128 : 64;
   pthread_mutex_init(&x.mu, NULL);
   float *Bf = (float *)malloc(sizeof(float) * (size_t)c->N * c->K);
   int max_rows = 1;
@@ -628,18 +656,25 @@ static int64_t check_case(const gcase *c, gbufs *b, uint32_t err_word, int var, 
   for (int g = 0; g < c->G; g++) {
     if (c->rows[g] == 0) continue;
     if (skipped_group(c, g, mode)) { /* skipped tasks: their rows must be untouched */
-      for (int r = 0; r < c->rows[g]; r++)
+      const int part = g == c->timeout_group && c->timeout_m >= 0; /* one m-block only */
+      for (int r = part ? c->timeout_m * bm : 0; r < (part ? min(c->rows[g], (c->timeout_m + 1) * bm) : c->rows[g]); r++)
         for (int j = 0; j < b->n_out; j++)
           if (!is_poison(hC, c->out, (b->crow_off[g] + r) * b->n_out + j)) {
             if (bad < 4) printf("    timed-out group %d row %d written\n", g, r);
             bad++;
           }
-      continue;
+      if (!part) continue;
     }
     x.g = g;
     x.Bf = Bf;
     parallel_for((c->N + 63) / 64, gen_b_chunk, &x);
     x.nrows = pick_rows(c, g, rows, g_opt.seed);
+    if (g == c->timeout_group && c->timeout_m >= 0) { /* the other m-blocks must be right */
+      int n = 0;
+      for (int i = 0; i < x.nrows; i++)
+        if (rows[i] / bm != c->timeout_m) rows[n++] = rows[i];
+      x.nrows = n;
+    }
     x.rows = rows;
     parallel_for(x.nrows, check_row, &x);
   }
@@ -775,7 +810,9 @@ static void report_case(const gcase *c, gbufs *b, int var, int mode, const cubla
   }
   const float te = time_case(c, b, 0, var, FLUSH_DIRTY);
   char cfgname[16];
-  snprintf(cfgname, sizeof(cfgname), "%s", var == VAR_PP ? "128x128pp" : c->cfg == CFG_LARGE ? "128x256" : "64x128");
+  snprintf(cfgname, sizeof(cfgname), "%s",
+           var == VAR_PP ? "128x128pp" : var == VAR_PP2 ? "128x128pc2" : var == VAR_W1C2 ? "128x256c2"
+           : var == VAR_SM2 ? "64x128k4" : var == VAR_SM2H ? "64x128k2" : c->cfg == CFG_LARGE ? "128x256" : "64x128");
   printf("  %-34s %-7s %s %-9s engine %8.4f ms %7.1f TFLOP/s %6.0f GB/s | cuBLAS %8.4f ms %7.1f TFLOP/s | engine/cuBLAS %.2f\n",
          c->name, var_name(var), mode_name(mode), cfgname, te, flops / te * 1e-9, bytes / te * 1e-6, tc->dirty,
          flops / tc->dirty * 1e-9, tc->dirty / te);
@@ -806,6 +843,7 @@ static gcase make_case(const char *name, int dtype, int cfg, int act, int out, i
   c.N = N;
   c.K = K;
   c.timeout_group = -1;
+  c.timeout_m = -1;
   c.shape = -1;
   c.dg_bad_group = -1;
   return c;
@@ -813,6 +851,12 @@ static gcase make_case(const char *name, int dtype, int cfg, int act, int out, i
 static int out_of(int dtype) { return dtype == HOP_BF16 ? HOP_OUT_BF16 : dtype == HOP_FP16 ? HOP_OUT_FP16 : HOP_OUT_FP32; }
 
 static int want_dtype(int d) { return g_opt.dtype < 0 || g_opt.dtype == d; }
+static int want_k(int k) {
+  if (!g_opt.nks) return 1;
+  for (int i = 0; i < g_opt.nks; i++)
+    if (g_opt.ks[i] == k) return 1;
+  return 0;
+}
 
 /* Variants run on a case (every one is checked; the same ones are timed):
  * v1 and w1 everywhere; pp on large-config cases; split-K on correctness
@@ -821,7 +865,8 @@ static int case_variants(const gcase *c, int *v) {
   int n = 0;
   for (int var = 0; var < NUM_VARS; var++) {
     if (!(g_opt.variants >> var & 1)) continue;
-    if (var == VAR_PP && c->cfg != CFG_LARGE) continue;
+    if (var_large_only(var) && c->cfg != CFG_LARGE) continue;
+    if (var_small_only(var) && c->cfg != CFG_SMALL) continue;
     if ((var == VAR_SK2 || var == VAR_SK4) && (c->shape == 0 || c->shape == 1)) continue;
     v[n++] = var;
   }
@@ -856,6 +901,14 @@ static int correctness_cases(int dt, gcase *v) {
   gcase t = make_case("gated: group 1 never ready -> timeout", dt, CFG_LARGE, HOP_ACT_NONE, o, 3, r5, 256, 128);
   t.timeout_group = 1;
   v[n++] = t;
+  /* one m-block of a 2-CTA pair never ready (clusters: CTA rank 1 of the
+   * first pair of group 1 skips, its peer computes; m-block 2 is paired
+   * with a phantom) */
+  static const int r8[] = {65, 300, 64};
+  gcase t2 = make_case("gated: group 1 m-block 1 never ready", dt, CFG_LARGE, HOP_ACT_NONE, o, 3, r8, 256, 192);
+  t2.timeout_group = 1;
+  t2.timeout_m = 1;
+  v[n++] = t2;
   if (dt != HOP_BF16) return n;
   static const int acts[] = {HOP_ACT_RELU, HOP_ACT_GELU_TANH, HOP_ACT_GELU_ERF, HOP_ACT_SILU, HOP_ACT_SWIGLU};
   for (int i = 0; i < 5; i++) v[n++] = make_case("grouped {65,130,64}x512x320", dt, CFG_LARGE, acts[i], o, 3, r5, 512, 320);
@@ -902,6 +955,7 @@ static int bench_cases(int dt, gcase *v) {
     for (int gi = 0; gi < 4; gi++)
       for (int ki = 0; ki < 3; ki++) {
         if (g_opt.quick && (ki > 0 || gi > 1)) continue;
+        if (!want_k(ks[ki])) continue;
         int rows[MAX_GROUPS];
         for (int g = 0; g < gs[gi][0]; g++) rows[g] = gs[gi][1];
         char nm[64];
@@ -915,7 +969,7 @@ static int bench_cases(int dt, gcase *v) {
     /* an MoE-like uneven split: 128 groups of 0..1023 rows (~64K rows in
      * all; most groups end in a partial tile, none starts tile-aligned) */
     for (int ki = 0; ki < 3; ki += 2) {
-      if (g_opt.quick) continue;
+      if (g_opt.quick || !want_k(ks[ki])) continue;
       int rows[MAX_GROUPS];
       for (int g = 0; g < MAX_GROUPS; g++) rows[g] = (int)((g * 2654435761u + 12345u) >> 9) % 1024;
       char nm[64];
@@ -981,7 +1035,7 @@ static int debug_one(int dt, int cfg, int M, int N, int K, int pattern, int var)
   void *hc = malloc(b.c_rows * b.n_out * os);
   CUDA_CHECK(cudaMemcpy(hc, b.C, b.c_rows * b.n_out * os, cudaMemcpyDeviceToHost));
   printf("debug %s %s %s (split %d) %dx%dx%d pattern %d (%s): grid %d, smem %d B, error word %u\n",
-         dtype_name(dt), cfg == CFG_LARGE ? "large 128x256" : "small 64x128", var_name(var),
+         dtype_name(dt), cfg == CFG_LARGE ? "large" : "small", var_name(var),
          b.plan.params.split_k, M, N, K, pattern,
          pattern == 0 ? "A = identity rows, C[i][n] = (n%16)*16 + i%16 for K=64" : "small integers",
          b.plan.grid, b.plan.smem_bytes, err);
@@ -1026,7 +1080,8 @@ static int debug_one(int dt, int cfg, int M, int N, int K, int pattern, int var)
 
 static void usage(void) {
   printf("usage: gemm [--debug] [--check-only] [--quick] [--dtype bf16|fp16|tf32] "
-         "[--shape dense|grouped|smallm] [--variant v1,w1,pp,sk2,sk4] [--raster M] [--iters N] [--seed S] "
+         "[--shape dense|grouped|smallm] [--variant v1,w1,pp,sk2,sk4,pp2,w1c2,sm2,sm2h] [--k K1,K2,..] [--raster M] "
+         "[--iters N] [--seed S] "
          "[--threads T] [--device-groups] [--dg-concurrent]\n");
 }
 
@@ -1054,14 +1109,22 @@ int main(int argc, char **argv) {
     else if (!strcmp(s, "--threads") && i + 1 < argc) g_opt.threads = atoi(argv[++i]);
     else if (!strcmp(s, "--raster") && i + 1 < argc) g_opt.raster_m = atoi(argv[++i]);
     else if (!strcmp(s, "--device-groups")) g_opt.device_groups = 1;
+    else if (!strcmp(s, "--k") && i + 1 < argc) {
+      char buf[128];
+      snprintf(buf, sizeof(buf), "%s", argv[++i]);
+      for (char *tok = strtok(buf, ","); tok && g_opt.nks < 8; tok = strtok(NULL, ",")) g_opt.ks[g_opt.nks++] = atoi(tok);
+    }
     else if (!strcmp(s, "--dg-concurrent")) g_opt.dg_same_stream = 0;
     else if (!strcmp(s, "--variant") && i + 1 < argc) {
       char buf[128];
       snprintf(buf, sizeof(buf), "%s", argv[++i]);
       g_opt.variants = 0;
       for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        int v = !strcmp(tok, "v1") ? VAR_V1 : !strcmp(tok, "w1") ? VAR_W1 : !strcmp(tok, "pp") ? VAR_PP
-              : !strcmp(tok, "sk2") ? VAR_SK2 : !strcmp(tok, "sk4") ? VAR_SK4 : -1;
+        int v = -1;
+        for (int q = 0; q < NUM_VARS; q++)
+          if (!strcmp(tok, var_name(q))) v = q;
+        if (!strcmp(tok, "sk2")) v = VAR_SK2;
+        if (!strcmp(tok, "sk4")) v = VAR_SK4;
         if (v < 0) {
           usage();
           return 2;
@@ -1094,11 +1157,21 @@ int main(int argc, char **argv) {
     int bad = 0;
     for (int var = 0; var < NUM_VARS; var++) {
       if (!(g_opt.variants >> var & 1)) continue;
-      if (var != VAR_PP) bad += debug_one(HOP_BF16, CFG_SMALL, 64, 64, 64, 0, var);
+      if (var_small_only(var)) { /* K a multiple of 4 k-blocks (KSUB) */
+        bad += debug_one(HOP_BF16, CFG_SMALL, 64, 64, 256, 0, var);
+        bad += debug_one(HOP_FP16, CFG_SMALL, 64, 128, 512, 1, var);
+        bad += debug_one(HOP_TF32, CFG_SMALL, 40, 128, 256, 1, var);
+        continue;
+      }
+      if (!var_large_only(var)) bad += debug_one(HOP_BF16, CFG_SMALL, 64, 64, 64, 0, var);
       bad += debug_one(HOP_BF16, CFG_LARGE, 128, 256, 64, 0, var);
       bad += debug_one(HOP_BF16, CFG_LARGE, 128, 256, 192, 1, var);
       bad += debug_one(HOP_TF32, CFG_LARGE, 128, 256, 64, 0, var);
-      if (var != VAR_PP) bad += debug_one(HOP_FP16, CFG_SMALL, 64, 128, 128, 1, var);
+      if (var_cluster(var)) { /* 2-CTA clusters: 3 m-tiles (a full pair + a phantom), 5 k-blocks, 2 n-blocks */
+        bad += debug_one(HOP_BF16, CFG_LARGE, 384, 512, 320, 1, var);
+        bad += debug_one(HOP_FP16, CFG_LARGE, 200, 256, 64, 0, var);
+      }
+      if (!var_large_only(var)) bad += debug_one(HOP_FP16, CFG_SMALL, 64, 128, 128, 1, var);
     }
     printf(bad ? "debug: MISMATCHES\n" : "debug: all results match\n");
     return bad ? 1 : 0;

@@ -175,6 +175,62 @@ static __device__ __forceinline__ void ptx_tma_load_2d(void *dst, const void *ma
       : "memory");
 }
 
+/* ---- clusters (2-CTA multicast variants, tile/hopper.cuh "CL") ---- */
+
+/* Rank of this CTA inside its cluster (%cluster_ctarank). */
+static __device__ __forceinline__ uint32_t ptx_cluster_ctarank(void) {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+/* Every non-exited thread of the cluster arrives (release, cluster scope)
+ * and waits (acquire) for all others: orders shared-memory and mbarrier
+ * initialisation of every CTA before any peer's remote access, and keeps a
+ * CTA alive until its peers stop touching its shared memory. Not .aligned:
+ * threads of a warp may reach it at different times. */
+static __device__ __forceinline__ void ptx_cluster_sync(void) {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+
+/* Shared::cluster address of the variable at shared::cta address `addr` in
+ * the CTA of rank `rank` of this cluster. */
+static __device__ __forceinline__ uint32_t ptx_mapa_shared(uint32_t addr, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+
+/* 32-bit load from a shared::cluster address (a peer CTA's shared memory). */
+static __device__ __forceinline__ uint32_t ptx_ld_shared_cluster_u32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
+
+/* Arrive once (release, cluster scope) on the mbarrier at shared::cluster
+ * address `addr` (a peer CTA's barrier, from ptx_mapa_shared) where `pred`
+ * is nonzero; predicated like ptx_mbar_arrive_pred (no branch). */
+static __device__ __forceinline__ void ptx_mbar_arrive_cluster_pred(uint32_t addr, uint32_t pred) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n"
+      "@p mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n}\n" ::"r"(addr),
+      "r"(pred)
+      : "memory");
+}
+
+/* TMA 2D tile load multicast to the CTAs of `cta_mask` (bit r = cluster
+ * rank r): the box lands at the same shared offset `dst` in each of them and
+ * completes its bytes on the mbarrier at the same offset `bar` in each. */
+static __device__ __forceinline__ void ptx_tma_load_2d_multicast(void *dst, const void *map, uint64_t *bar,
+                                                                 int32_t c0, int32_t c1, uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(ptx_smem_addr(dst)),
+      "l"(map), "r"(ptx_smem_addr(bar)), "r"(c0), "r"(c1), "h"(cta_mask)
+      : "memory");
+}
+
 /* Release registers: every warp of the warpgroup drops to N per thread. */
 template <int N> static __device__ __forceinline__ void ptx_setmaxnreg_dec(void) {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));

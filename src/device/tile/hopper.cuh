@@ -100,12 +100,24 @@ enum hop_mainloop { HOP_ML_V1 = 0, HOP_ML_COOP = 1, HOP_ML_PINGPONG = 2 };
  *             wgmmas per K step), the other WG the next task.
  *   BK        K per stage = one 128-byte swizzle row
  *   STAGES    ring depth
- *   ML        hop_mainloop                                                      */
-template <int DT, int BM_, int BN_, int STAGES_, int ML_ = HOP_ML_V1> struct hop_cfg {
+ *   ML        hop_mainloop
+ *   CL        CTAs per cluster along M (1, or 2: docs/tile.md "v3"): the two
+ *             CTAs of a cluster run m-blocks 2i and 2i+1 of the same group
+ *             and n-block; each loads half of the B box (BN / 2 rows) and
+ *             multicasts it to both; empty[s] counts both CTAs' consumers
+ *   KSUB      k-blocks per stage (1, or more: docs/tile.md "v3"): a stage is
+ *             KSUB consecutive BK-wide blocks, each its own swizzled
+ *             [rows][128 B] block, so the producer asks for KSUB * 128
+ *             contiguous bytes of every B row at once                          */
+template <int DT, int BM_, int BN_, int STAGES_, int ML_ = HOP_ML_V1, int CL_ = 1, int KSUB_ = 1>
+struct hop_cfg {
   static constexpr int dtype = DT;
   static constexpr int esize = DT == HOP_TF32 ? 4 : 2;
-  static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_, ml = ML_;
+  static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_, ml = ML_, CL = CL_, KSUB = KSUB_;
+  static constexpr int TM = BM * CL;       /* rows of one scheduled task (a cluster's pair of tiles) */
   static constexpr int BK = 128 / esize;   /* 64 (16-bit) or 32 (fp32) */
+  static constexpr int BKS = BK * KSUB;    /* K of one stage */
+  static constexpr int b_box_rows = BN / CL; /* rows of the B box each CTA loads */
   static constexpr int KSTEP = 32 / esize; /* K of one wgmma: 16 or 8 */
   static constexpr int consumer_wgs = 2;
   static constexpr int threads = 128 * (consumer_wgs + 1);
@@ -120,9 +132,11 @@ template <int DT, int BM_, int BN_, int STAGES_, int ML_ = HOP_ML_V1> struct hop
   static constexpr int producer_regs = 40, consumer_regs = 232;
   /* one arrival per consumer warp that reads a stage: both WGs, or (ping-pong)
    * the 4 warps of the WG that owns the stage's task */
-  static constexpr int empty_arrivals = pingpong ? 4 : consumer_wgs * 4;
-  /* shared memory, offsets from a 1024-aligned base */
-  static constexpr int a_stage_bytes = BM * 128, b_stage_bytes = BN * 128;
+  static constexpr int empty_arrivals = (pingpong ? 4 : consumer_wgs * 4) * CL; /* x CL: peers' warps too */
+  /* shared memory, offsets from a 1024-aligned base; a stage is KSUB blocks
+   * of A (BM x 128 B each), then (b_offset) KSUB blocks of B (BN x 128 B) */
+  static constexpr int a_blk_bytes = BM * 128, b_blk_bytes = BN * 128;
+  static constexpr int a_stage_bytes = KSUB * a_blk_bytes, b_stage_bytes = KSUB * b_blk_bytes;
   static constexpr int stage_bytes = a_stage_bytes + b_stage_bytes; /* = TMA bytes per stage */
   static constexpr int a_offset = 0;
   static constexpr int b_offset = STAGES * a_stage_bytes;
@@ -147,6 +161,12 @@ template <int DT, int BM_, int BN_, int STAGES_, int ML_ = HOP_ML_V1> struct hop
                 "consumers may only take what the producer gives back");
   static_assert(producer_regs % 8 == 0 && consumer_regs % 8 == 0, "setmaxnreg granularity");
   static_assert(HOP_SWIGLU_BLOCK * 2 == 64 && WG_N % 64 == 0, "SwiGLU pairs inside one thread");
+  static_assert(CL == 1 || CL == 2, "clusters of 1 or 2 CTAs along M");
+  static_assert(CL == 1 || ML_ != HOP_ML_V1,
+                "clusters need every task to take all its stages (v1 skips after one)");
+  static_assert(b_box_rows % 8 == 0 && (b_box_rows * 128) % 1024 == 0,
+                "each CTA's half of B must be whole 1024-byte swizzle atoms");
+  static_assert(KSUB >= 1 && KSUB <= 8, "k-blocks per stage");
 };
 
 /* The two configurations the engine ships:
@@ -163,6 +183,17 @@ template <int DT> struct hop_small : hop_cfg<DT, 64, 128, 8> {};
 template <int DT> struct hop_large_w1 : hop_cfg<DT, 128, 256, 4, HOP_ML_COOP> {};
 template <int DT> struct hop_small_w1 : hop_cfg<DT, 64, 128, 8, HOP_ML_COOP> {};
 template <int DT> struct hop_pp : hop_cfg<DT, 128, 128, 6, HOP_ML_PINGPONG> {};
+/* v3 (docs/tile.md "v3"):
+ *   pp2    pp in 2-CTA clusters along M, B multicast (each CTA loads 64 of
+ *          the 128 B rows of a stage for both)
+ *   w1c2   large_w1 (128 x 256 cooperative) in 2-CTA clusters, B multicast
+ *   sm2    small-M 64 x 128, 2 stages of 4 k-blocks (96 KB each): 512
+ *          contiguous bytes of every B row per request burst
+ *   sm2h   small-M 64 x 128, 4 stages of 2 k-blocks (48 KB each)           */
+template <int DT> struct hop_pp2 : hop_cfg<DT, 128, 128, 6, HOP_ML_PINGPONG, 2> {};
+template <int DT> struct hop_w1c2 : hop_cfg<DT, 128, 256, 4, HOP_ML_COOP, 2> {};
+template <int DT> struct hop_sm2 : hop_cfg<DT, 64, 128, 2, HOP_ML_COOP, 1, 4> {};
+template <int DT> struct hop_sm2h : hop_cfg<DT, 64, 128, 4, HOP_ML_COOP, 1, 2> {};
 
 /* ---- problem description (device memory / kernel parameter) -------------- */
 
@@ -217,7 +248,7 @@ struct hop_params {
   int32_t total_tasks;           /* total_tiles * split_k (host groups)        */
   int32_t split_k;               /* K slices per tile (1 = none; COOP only)    */
   int32_t kb_per_split;          /* k-blocks of one slice (last one may be shorter) */
-  int32_t nkb;                   /* k-blocks of K: ceil(K / BK)                */
+  int32_t nkb;                   /* stages of K: ceil(K / (BK * KSUB))        */
   float *workspace;              /* split-K: [total_tiles][split_k][BM*BN] fp32 partials,
                                     each slice in the consumers' fragment order (hop_splitk_finish) */
   uint32_t *counters;            /* split-K: [total_tiles] arrivals, 0 between launches */
@@ -251,10 +282,22 @@ static __host__ __device__ __forceinline__ int hop_dg_smem_bytes(int num_groups)
 /* ---- layer 1: primitives the roles share ----------------------------------- */
 
 /* Spin (one thread or all threads of a role) until the phase of `bar` with
- * parity `parity` has completed. Unbounded by design: both sides of a ring
- * live in this block, and the only outside wait (readiness) is bounded. */
+ * parity `parity` has completed. Both sides of a ring live in this block (or
+ * its cluster peer), so in a correct program this always completes; a TMA
+ * that never lands (a bad tensor map) or a broken peer would otherwise hang
+ * the GPU, so the wait is bounded all the same: past HOP_RING_TIMEOUT_NS it
+ * traps, and the launch fails with an error instead of hanging. The clock is
+ * read once every 1024 polls, only while actually waiting. */
+#define HOP_RING_TIMEOUT_NS 10000000000ull /* 10 s: far beyond any stage */
 static __device__ __forceinline__ void hop_mbar_wait(uint64_t *bar, uint32_t parity) {
+  uint32_t polls = 0;
+  uint64_t t0 = 0;
   while (!ptx_mbar_try_wait_parity(bar, parity)) {
+    if ((++polls & 1023u) == 0) {
+      const uint64_t now = ptx_globaltimer_ns();
+      if (t0 == 0) t0 = now;
+      else if (now - t0 > HOP_RING_TIMEOUT_NS) __trap();
+    }
   }
 }
 
@@ -317,12 +360,19 @@ struct hop_task {
   int32_t rows;     /* the group's M_g (rows >= M_g are skipped) */
   int32_t tile;     /* output tile index (split-K workspace and counter) */
   int32_t slice;    /* K slice of the tile (0 without split-K)  */
-  int32_t kb0, kb1; /* k-blocks [kb0, kb1) of this task         */
+  int32_t kb0, kb1; /* stages [kb0, kb1) of this task (KSUB k-blocks each) */
+  int32_t phantom;  /* clusters: this CTA's m-block is past the group's end (odd
+                       m-tile count): no A load, no math, no store, but the CTA
+                       still multicasts its half of B and releases every stage */
 };
 
-/* Per-role cursor over this block's tasks: blockIdx.x, + gridDim.x, ... */
+/* Per-role cursor over this block's tasks: blockIdx.x, + gridDim.x, ...
+ * (clusters: cluster c = blockIdx.x / CL takes tasks c, c + gridDim.x / CL,
+ * ...; both CTAs walk the same sequence, rank r takes m-block CL*i + r) */
 struct hop_sched {
   int32_t next;       /* next task index        */
+  int32_t stride;     /* tasks between two of this block's: gridDim.x / CL */
+  int32_t rank;       /* CTA rank in the cluster (0 without clusters) */
   int32_t group;      /* group of the last task (tasks only increase) */
   int32_t total;      /* tasks of the launch    */
   const int32_t *tab; /* device groups: tile_begin[0] of the shared-memory table; NULL: host */
@@ -332,7 +382,9 @@ struct hop_sched {
 template <class CFG>
 static __device__ __forceinline__ hop_sched hop_sched_init(const hop_params &p, const int32_t *dg_table) {
   hop_sched s;
-  s.next = blockIdx.x;
+  s.next = blockIdx.x / CFG::CL;
+  s.stride = gridDim.x / CFG::CL;
+  s.rank = CFG::CL > 1 ? (int32_t)ptx_cluster_ctarank() : 0;
   s.group = 0;
   s.tab = dg_table ? dg_table + 1 : NULL;
   s.total = dg_table ? dg_table[1 + p.num_groups] /* split_k is 1 */
@@ -355,7 +407,7 @@ static __device__ __forceinline__ int hop_sched_next(hop_sched *s, const hop_par
     tile = task / p.split_k; /* the slices of a tile are consecutive tasks: */
     slice = task - tile * p.split_k; /* they run side by side on neighbouring blocks */
   }
-  s->next += gridDim.x;
+  s->next += s->stride;
   int tile_begin, rows;
   if (s->tab) {
     const int32_t *tb = s->tab; /* tile_begin[G + 1], rows[G], row_offset[G] */
@@ -373,14 +425,16 @@ static __device__ __forceinline__ int hop_sched_next(hop_sched *s, const hop_par
     t->desc = s->group;
   }
   const int local = tile - tile_begin;
-  const int m_tiles = (rows + CFG::BM - 1) / CFG::BM;
+  /* clusters: task "m-blocks" are TM = CL * BM rows (a pair of tiles) */
+  const int m_tiles = (rows + CFG::TM - 1) / CFG::TM;
   const int band = p.raster_m * p.n_tiles;
   const int m0 = (local / band) * p.raster_m;
   const int in = local % band;
   const int band_m = min(p.raster_m, m_tiles - m0);
   t->group = s->group;
-  t->m_blk = m0 + in % band_m;
+  t->m_blk = (m0 + in % band_m) * CFG::CL + s->rank;
   t->n_blk = in / band_m;
+  t->phantom = t->m_blk * CFG::BM >= rows;
   t->rows = rows;
   t->tile = tile;
   t->slice = slice;
@@ -414,6 +468,18 @@ static __device__ __forceinline__ void hop_dg_build(const hop_params &p, int32_t
     table[0] = p.dg_table_ready
                    ? hop_wait_ready(p.dg_table_ready, p.dg_table_target, p.timeout_ns, p.error)
                    : 1;
+  if (CFG::CL > 1) {
+    /* clusters: both CTAs must see the same task list (a CTA whose peer had
+     * no tasks would wait forever for the peer's half of B), so the table
+     * counts as read only if both waits succeeded. Both CTAs then read the
+     * same (released, immutable) table. */
+    ptx_cluster_sync(); /* both table[0] written */
+    uint32_t peer_ok = 1;
+    if (threadIdx.x == 0)
+      peer_ok = ptx_ld_shared_cluster_u32(ptx_mapa_shared(ptx_smem_addr(table), ptx_cluster_ctarank() ^ 1u));
+    ptx_cluster_sync(); /* both read before either overwrites */
+    if (threadIdx.x == 0) table[0] = table[0] && peer_ok;
+  }
   __syncthreads();
   const int ok = table[0];
   for (int g = threadIdx.x; g < G; g += CFG::threads) {
@@ -429,7 +495,7 @@ static __device__ __forceinline__ void hop_dg_build(const hop_params &p, int32_t
     }
     rows[g] = r;
     off[g] = o;
-    tb[g + 1] = (r + CFG::BM - 1) / CFG::BM * p.n_tiles;
+    tb[g + 1] = (r + CFG::TM - 1) / CFG::TM * p.n_tiles;
   }
   __syncthreads();
   if (threadIdx.x < 32) {
@@ -462,7 +528,18 @@ struct hop_smem {
   volatile uint32_t *flag; /* STAGES: 1 = task skipped (timeout), written on its first stage */
   volatile uint32_t *sk;   /* split-K: 1 = this block's consumers reduce and write the tile */
   const int32_t *dg;       /* device groups: the task table (hop_dg_build); NULL: host groups */
+  uint32_t peer_empty;     /* clusters: shared::cluster address of the peer CTA's empty[0] */
 };
+
+/* A consumer warp hands stage `stage` back (lane 0 arrives where `pred`):
+ * on this CTA's empty barrier and, in a cluster, on the peer's (its
+ * producer multicasts into this CTA's copy of the stage). Predicated, no
+ * branch (C7518). */
+template <class CFG>
+static __device__ __forceinline__ void hop_release(const hop_smem &sm, uint32_t stage, uint32_t pred) {
+  ptx_mbar_arrive_pred(&sm.empty[stage], pred);
+  if (CFG::CL > 1) ptx_mbar_arrive_cluster_pred(sm.peer_empty + 8u * stage, pred);
+}
 
 /* Producer: one thread. Per task: bounded readiness wait, then for each
  * k-block of the task wait for a free stage, arm full[s] with the stage's
@@ -476,6 +553,7 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
   hop_sched sc = hop_sched_init<CFG>(p, sm.dg);
   hop_task t;
   uint32_t stage = 0, phase = 0;
+  const uint32_t rank = (uint32_t)sc.rank;
   int fenced_group = -1;
   /* device groups: the rows were published before the table's readiness
    * counter (acquired by thread 0 in hop_dg_build, then __syncthreads):
@@ -494,25 +572,58 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
     }
     const hop_group *g = &p.groups[t.desc];
     const uint32_t *ready = g->ready;
-    int ok = 1;
-    if (ready) {
+    /* a phantom m-block (clusters, odd m-tile count) has no counter and no
+     * rows: skipped without an error; flag 2 tells the consumers */
+    int ok = !t.phantom;
+    if (ready && ok) {
       ok = hop_wait_ready(ready + (size_t)t.group * g->ready_group_stride + (size_t)t.m_blk * g->ready_stride,
                           g->ready_target, p.timeout_ns, p.error);
       if (ok) ptx_fence_proxy_async_global(); /* TMA reads after the acquire */
     }
     for (int kb = t.kb0; kb < t.kb1; kb++) {
       hop_mbar_wait(&sm.empty[stage], phase ^ 1); /* fresh barrier: parity 1 passes */
-      if (kb == t.kb0) sm.flag[stage] = ok ? 0u : 1u;
-      if (ok) {
+      if (kb == t.kb0) sm.flag[stage] = ok ? 0u : t.phantom ? 2u : 1u;
+      if (CFG::CL > 1) {
+        /* cluster: B is weights, never gated, so both CTAs always multicast
+         * their half of it (skipped and phantom tasks too): no CTA ever
+         * waits for a peer's B that will not come, whatever each one's
+         * readiness wait decided. Only this CTA's A depends on ok. The
+         * empty wait above covered both CTAs' consumers (empty counts the
+         * peer's warps), so the peer's copy of the stage is free as well. */
+        /* a B part that starts at or past N (last n-block, N % BN != 0) is
+         * not loaded by anyone (no fully out-of-bounds box): its columns
+         * are never stored, and each output column reads only its own B row */
+        const int nparts = min(CFG::CL, (p.n - t.n_blk * CFG::BN + CFG::b_box_rows - 1) / CFG::b_box_rows);
+        ptx_mbar_arrive_expect_tx(&sm.full[stage], (ok ? CFG::a_stage_bytes : 0) +
+                                                       CFG::KSUB * nparts * CFG::b_box_rows * 128);
+#pragma unroll
+        for (int sub = 0; sub < CFG::KSUB; sub++) {
+          const int kc = (kb * CFG::KSUB + sub) * CFG::BK;
+          if (ok)
+            ptx_tma_load_2d(sm.a + stage * CFG::a_stage_bytes + sub * CFG::a_blk_bytes, ma, &sm.full[stage], kc,
+                            t.row_base + t.m_blk * CFG::BM);
+          if ((int)rank < nparts)
+            ptx_tma_load_2d_multicast(
+              sm.b + stage * CFG::b_stage_bytes + sub * CFG::b_blk_bytes + rank * CFG::b_box_rows * 128, mb,
+              &sm.full[stage], kc, t.group * p.b_group_rows + t.n_blk * CFG::BN + rank * CFG::b_box_rows,
+              (uint16_t)((1u << CFG::CL) - 1u));
+        }
+      } else if (ok) {
         ptx_mbar_arrive_expect_tx(&sm.full[stage], CFG::stage_bytes);
         /* device groups: A rows past the group's end belong to the next group
          * or to unused capacity (read, never stored); past the capacity TMA
          * zero-fills. B rows past N of group g are group g+1's (columns >= N:
-         * never stored) or, for the last group, zero-filled. */
-        ptx_tma_load_2d(sm.a + stage * CFG::a_stage_bytes, ma, &sm.full[stage], kb * CFG::BK,
-                        t.row_base + t.m_blk * CFG::BM);
-        ptx_tma_load_2d(sm.b + stage * CFG::b_stage_bytes, mb, &sm.full[stage], kb * CFG::BK,
-                        t.group * p.b_group_rows + t.n_blk * CFG::BN);
+         * never stored) or, for the last group, zero-filled. KSUB > 1: the
+         * stage's k-blocks are issued back to back, so each B row is asked
+         * for KSUB * 128 contiguous bytes at once. */
+#pragma unroll
+        for (int sub = 0; sub < CFG::KSUB; sub++)
+          ptx_tma_load_2d(sm.a + stage * CFG::a_stage_bytes + sub * CFG::a_blk_bytes, ma, &sm.full[stage],
+                          (kb * CFG::KSUB + sub) * CFG::BK, t.row_base + t.m_blk * CFG::BM);
+#pragma unroll
+        for (int sub = 0; sub < CFG::KSUB; sub++)
+          ptx_tma_load_2d(sm.b + stage * CFG::b_stage_bytes + sub * CFG::b_blk_bytes, mb, &sm.full[stage],
+                          (kb * CFG::KSUB + sub) * CFG::BK, t.group * p.b_group_rows + t.n_blk * CFG::BN);
       } else {
         ptx_mbar_arrive(&sm.full[stage]);
       }
@@ -537,13 +648,15 @@ template <class CFG>
 static __device__ __forceinline__ void hop_mma_stage(float *acc, uint64_t da0, uint64_t db0,
                                                      uint32_t stage, int first) {
 #pragma unroll
-  for (int k = 0; k < CFG::BK / CFG::KSTEP; k++) {
+  for (int k = 0; k < CFG::KSUB * (CFG::BK / CFG::KSTEP); k++) {
 #pragma unroll
     for (int h = 0; h < CFG::m_halves; h++) {
-      /* +32 bytes per K step, +64 rows of 128 bytes per m half; the
-       * descriptor address field counts 16 bytes */
-      const uint64_t da = da0 + (uint64_t)((stage * CFG::a_stage_bytes + h * 64 * 128 + k * 32) >> 4);
-      const uint64_t db = db0 + (uint64_t)((stage * CFG::b_stage_bytes + k * 32) >> 4);
+      /* +32 bytes per K step, +64 rows of 128 bytes per m half, + one block
+       * per BK of K (KSUB > 1); the descriptor address field counts 16 bytes */
+      const int sub = k / (CFG::BK / CFG::KSTEP), kk = k % (CFG::BK / CFG::KSTEP);
+      const uint64_t da =
+          da0 + (uint64_t)((stage * CFG::a_stage_bytes + sub * CFG::a_blk_bytes + h * 64 * 128 + kk * 32) >> 4);
+      const uint64_t db = db0 + (uint64_t)((stage * CFG::b_stage_bytes + sub * CFG::b_blk_bytes + kk * 32) >> 4);
       hop_wgmma<CFG::dtype, CFG::WG_N>(acc + h * (CFG::WG_N / 2), da, db, !(first && k == 0));
     }
   }
@@ -568,7 +681,7 @@ static __device__ __forceinline__ int hop_mainloop_w1(float *acc, const hop_smem
   if (sm.flag[stage] != 0) {
     for (int kb = t.kb0; kb < t.kb1; kb++) {
       if (kb != t.kb0) hop_mbar_wait(&sm.full[stage], phase);
-      if (lane == 0) ptx_mbar_arrive(&sm.empty[stage]);
+      hop_release<CFG>(sm, stage, lane == 0);
       if (++stage == CFG::STAGES) {
         stage = 0;
         phase ^= 1;
@@ -587,7 +700,7 @@ static __device__ __forceinline__ int hop_mainloop_w1(float *acc, const hop_smem
     hop_acc_fence<CFG::acc_regs>(acc);
     ptx_wgmma_wait<1>(); /* batch kb-1 done: its stage can be refilled */
     hop_acc_fence<CFG::acc_regs>(acc);
-    ptx_mbar_arrive_pred(&sm.empty[prev], kb != t.kb0 && lane == 0);
+    hop_release<CFG>(sm, prev, kb != t.kb0 && lane == 0);
     prev = stage;
     if (++stage == CFG::STAGES) {
       stage = 0;
@@ -597,7 +710,7 @@ static __device__ __forceinline__ int hop_mainloop_w1(float *acc, const hop_smem
   ptx_named_bar_arrive_pred(sig_bar, 128 * CFG::consumer_wgs, sig);
   ptx_wgmma_wait<0>();
   hop_acc_fence<CFG::acc_regs>(acc); /* no read before the wait */
-  ptx_mbar_arrive_pred(&sm.empty[prev], lane == 0);
+  hop_release<CFG>(sm, prev, lane == 0);
   return 0;
 }
 
@@ -757,6 +870,7 @@ __global__ void __launch_bounds__(CFG::threads, 1) hop_gemm_kernel(const __grid_
   sm.flag = (volatile uint32_t *)(base + CFG::flag_offset);
   sm.sk = (volatile uint32_t *)(base + CFG::sk_offset);
   sm.dg = p.dg_rows ? (const int32_t *)(base + CFG::dg_offset) : NULL;
+  sm.peer_empty = CFG::CL > 1 ? ptx_mapa_shared(ptx_smem_addr(sm.empty), ptx_cluster_ctarank() ^ 1u) : 0u;
 
   const int wg = threadIdx.x / 128;
   const int warp_in_wg = (threadIdx.x / 32) % 4;
@@ -773,6 +887,9 @@ __global__ void __launch_bounds__(CFG::threads, 1) hop_gemm_kernel(const __grid_
       ptx_prefetch_tensormap(&p.b);
     }
   }
+  /* clusters: both CTAs' barriers are initialised before any remote
+   * arrive or multicast (the peer's producer writes into this CTA) */
+  if (CFG::CL > 1) ptx_cluster_sync();
   if (p.dg_rows) hop_dg_build<CFG>(p, (int32_t *)(base + CFG::dg_offset)); /* uniform branch */
   __syncthreads();
 
@@ -782,6 +899,13 @@ __global__ void __launch_bounds__(CFG::threads, 1) hop_gemm_kernel(const __grid_
   } else { /* consumer warpgroups 0 .. consumer_wgs-1 */
     ptx_setmaxnreg_inc<CFG::consumer_regs>();
     hop_consumer<CFG, ACT, OUT>(p, sm, wg);
+  }
+  /* clusters: stay until the peer is done with this CTA: its consumers
+   * arrive on this CTA's empty barriers up to their last stage (this CTA's
+   * consumers waited for every byte the peer multicast here) */
+  if (CFG::CL > 1) {
+    __syncwarp();
+    ptx_cluster_sync();
   }
 }
 

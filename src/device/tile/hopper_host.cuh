@@ -163,8 +163,12 @@ static void hop_plan_destroy(hop_plan *plan) {
 template <class CFG> static cudaError_t hop_validate_common(const hop_problem *pr) {
   if (pr->dtype != CFG::dtype || pr->num_groups < 1 || pr->num_sms < 1) return cudaErrorInvalidValue;
   if (!pr->groups == !pr->dgroups) return cudaErrorInvalidValue; /* exactly one mode */
-  if (pr->split_k < 0 || pr->split_k > 64 || (pr->split_k > 1 && CFG::ml != HOP_ML_COOP))
+  if (pr->split_k < 0 || pr->split_k > 64 || (pr->split_k > 1 && (CFG::ml != HOP_ML_COOP || CFG::CL > 1)))
     return cudaErrorInvalidValue;
+  /* KSUB > 1: every k-block of the last stage must hold some K (a box that
+   * starts past K would rely on fully out-of-bounds TMA loads) */
+  if (CFG::KSUB > 1 && ((pr->k + CFG::BK - 1) / CFG::BK) % CFG::KSUB) return cudaErrorInvalidValue;
+  if (CFG::CL > 1 && pr->num_sms < CFG::CL) return cudaErrorInvalidValue;
   if (pr->n < 8 || pr->n % 8 || pr->k < 8 || pr->k % 8) return cudaErrorInvalidValue;
   if (pr->act == HOP_ACT_SWIGLU && pr->n % (2 * HOP_SWIGLU_BLOCK)) return cudaErrorInvalidValue;
   const int n_out = pr->act == HOP_ACT_SWIGLU ? pr->n / 2 : pr->n;
@@ -175,7 +179,7 @@ template <class CFG> static cudaError_t hop_validate_common(const hop_problem *p
 /* Fields of hop_params both modes set the same way. */
 template <class CFG> static void hop_params_common(hop_params *p, const hop_problem *pr) {
   p->num_groups = pr->num_groups;
-  p->nkb = (pr->k + CFG::BK - 1) / CFG::BK;
+  p->nkb = (pr->k + CFG::BKS - 1) / CFG::BKS; /* stages of K */
   p->n_tiles = (pr->n + CFG::BN - 1) / CFG::BN;
   p->raster_m = pr->raster_m > 0 ? pr->raster_m : 16;
   p->n = pr->n;
@@ -203,7 +207,7 @@ template <class CFG> static cudaError_t hop_plan_create_dgroups(hop_plan *plan, 
    * tiles <= (capacity / BM + G) * n_tiles (each group adds at most one
    * partial tile) */
   if (CFG::smem_bytes + hop_dg_smem_bytes(G) > 232448) return cudaErrorInvalidValue;
-  if (((int64_t)d->capacity / CFG::BM + G) * ((pr->n + CFG::BN - 1) / CFG::BN) > INT32_MAX)
+  if (((int64_t)d->capacity / CFG::TM + G) * ((pr->n + CFG::BN - 1) / CFG::BN) > INT32_MAX)
     return cudaErrorInvalidValue;
   if ((int64_t)G * pr->n > INT32_MAX) return cudaErrorInvalidValue; /* B row coordinates */
   memset(&hg, 0, sizeof(hg));
@@ -219,7 +223,7 @@ template <class CFG> static cudaError_t hop_plan_create_dgroups(hop_plan *plan, 
   p->kb_per_split = p->nkb;
   e = hop_make_map(&p->a, pr->dtype, d->a, (uint64_t)d->capacity, pr->k, d->lda, CFG::BK, CFG::BM);
   if (e != cudaSuccess) return e;
-  e = hop_make_map(&p->b, pr->dtype, d->b, (uint64_t)G * pr->n, pr->k, d->ldb, CFG::BK, CFG::BN);
+  e = hop_make_map(&p->b, pr->dtype, d->b, (uint64_t)G * pr->n, pr->k, d->ldb, CFG::BK, CFG::b_box_rows);
   if (e != cudaSuccess) return e;
   p->group_maps = NULL;
   p->dg_row_offset = d->row_offset;
@@ -228,7 +232,7 @@ template <class CFG> static cudaError_t hop_plan_create_dgroups(hop_plan *plan, 
   p->dg_table_target = d->table_target;
   p->dg_capacity = d->capacity;
   p->b_group_rows = pr->n;
-  plan->grid = pr->num_sms;
+  plan->grid = pr->num_sms / CFG::CL * CFG::CL;
   plan->smem_bytes = CFG::smem_bytes + hop_dg_smem_bytes(G);
   e = cudaMalloc((void **)&plan->d_groups, sizeof(hop_group));
   if (e != cudaSuccess) return e;
@@ -282,14 +286,14 @@ template <class CFG> static cudaError_t hop_plan_create(hop_plan *plan, const ho
       hg[g].ready_target = d->ready_target;
       hg[g].ready_stride = d->ready_stride;
       if (d->rows == 0) continue;
-      tiles += (int64_t)((d->rows + CFG::BM - 1) / CFG::BM) * n_tiles;
+      tiles += (int64_t)((d->rows + CFG::TM - 1) / CFG::TM) * n_tiles; /* clusters: pairs of tiles */
       e = hop_make_map(&maps[2 * g], pr->dtype, d->a, d->rows, pr->k, d->lda, CFG::BK, CFG::BM);
       if (e != cudaSuccess) goto fail;
-      e = hop_make_map(&maps[2 * g + 1], pr->dtype, d->b, pr->n, pr->k, d->ldb, CFG::BK, CFG::BN);
+      e = hop_make_map(&maps[2 * g + 1], pr->dtype, d->b, pr->n, pr->k, d->ldb, CFG::BK, CFG::b_box_rows);
       if (e != cudaSuccess) goto fail;
     }
     /* split-K: S slices of kbs k-blocks each; lower S until none is empty */
-    const int nkb = (pr->k + CFG::BK - 1) / CFG::BK;
+    const int nkb = (pr->k + CFG::BKS - 1) / CFG::BKS;
     int S = pr->split_k > 1 ? pr->split_k : 1;
     if (S > nkb) S = nkb;
     const int kbs = (nkb + S - 1) / S;
@@ -304,7 +308,10 @@ template <class CFG> static cudaError_t hop_plan_create(hop_plan *plan, const ho
     p->total_tasks = (int32_t)(tiles * S);
     p->split_k = S;
     p->kb_per_split = kbs;
-    plan->grid = tiles * S < pr->num_sms ? (int)(tiles * S) : pr->num_sms;
+    { /* clusters: grid = CL x clusters, one cluster per task pair */
+      const int64_t clusters = pr->num_sms / CFG::CL;
+      plan->grid = (int)((tiles * S < clusters ? tiles * S : clusters) * CFG::CL);
+    }
     plan->smem_bytes = CFG::smem_bytes;
     if (S > 1 && tiles > 0) { /* workspace [tiles][S][BM*BN] fp32, then [tiles] u32 counters */
       const size_t ws_bytes = (size_t)tiles * S * CFG::BM * CFG::BN * sizeof(float);
@@ -355,8 +362,36 @@ static cudaError_t hop_launch(const hop_plan *plan, cudaStream_t stream) {
     if (e != cudaSuccess) return e;
     attr_bytes = plan->smem_bytes;
   }
-  hop_gemm_kernel<CFG, ACT, OUT><<<plan->grid, CFG::threads, plan->smem_bytes, stream>>>(plan->params);
-  return cudaGetLastError();
+  if (CFG::CL == 1) {
+    hop_gemm_kernel<CFG, ACT, OUT><<<plan->grid, CFG::threads, plan->smem_bytes, stream>>>(plan->params);
+    return cudaGetLastError();
+  }
+  /* clusters of CL CTAs along x (consecutive blockIdx.x): the schedule
+   * strides by gridDim.x / CL, so the grid may shrink to the clusters the
+   * device can hold at once (a GPC with an odd free SM leaves it idle) */
+  static int max_clusters = 0, max_smem = 0; /* per instantiation, for the largest smem asked so far */
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = CFG::CL;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.gridDim = dim3(plan->grid, 1, 1);
+  cfg.blockDim = dim3(CFG::threads, 1, 1);
+  cfg.dynamicSmemBytes = plan->smem_bytes;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  if (plan->smem_bytes != max_smem) {
+    int n = 0;
+    cudaError_t e = cudaOccupancyMaxActiveClusters(&n, hop_gemm_kernel<CFG, ACT, OUT>, &cfg);
+    if (e != cudaSuccess) return e;
+    if (n < 1) return cudaErrorInvalidConfiguration;
+    max_clusters = n;
+    max_smem = plan->smem_bytes;
+  }
+  if (plan->grid / CFG::CL > max_clusters) cfg.gridDim.x = max_clusters * CFG::CL;
+  return cudaLaunchKernelEx(&cfg, hop_gemm_kernel<CFG, ACT, OUT>, plan->params);
 }
 
 #endif /* LOOM_TILE_HOPPER_HOST_CUH */
