@@ -68,6 +68,7 @@
 #include "../check.h"
 #include "gpu_check.h"
 #include "ranks.h"
+#include "test_data.h"
 #include "watchdog.h"
 
 _Static_assert(LOOM_FP32 == 0 && LOOM_BF16 == 1 && LOOM_FP16 == 2,
@@ -97,25 +98,11 @@ static void sleep_ns(long ns) {
 
 /* ---- deterministic random numbers (splitmix64) ---------------------------------------------- */
 
-typedef struct {
-  uint64_t s;
-} rng_t;
-
 enum { KIND_SEQ = 1, KIND_GATE, KIND_W1, KIND_W2, KIND_X, KIND_ROUTE };
 
 static rng_t rng_make(uint64_t key, int kind, int index) {
-  rng_t r;
-  r.s = ref_splitmix64(g_seed ^ ref_splitmix64(key ^ ref_splitmix64(((uint64_t)kind << 32) ^
-                                                                    (uint64_t)(uint32_t)index)));
-  return r;
+  return rng_stream(g_seed, key, kind, index);
 }
-static uint64_t rng_next(rng_t *r) {
-  r->s += 0x9e3779b97f4a7c15ull;
-  return ref_splitmix64(r->s);
-}
-static double rng_unit(rng_t *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; }
-static double rng_sym(rng_t *r) { return 2.0 * rng_unit(r) - 1.0; }
-static int rng_int(rng_t *r, int n) { return (int)(rng_next(r) % (uint64_t)n); }
 
 /* ---- layers ----------------------------------------------------------------------------------- */
 
@@ -148,8 +135,6 @@ static loom_moe_config_t layer_config(int l, int R) {
   c.capacity_factor = s->capacity;
   return c;
 }
-
-static size_t dtype_bytes(int dtype) { return dtype == LOOM_FP32 ? 4 : 2; }
 
 /* ---- the sequence ----------------------------------------------------------------------------- */
 
@@ -278,34 +263,6 @@ static void gen_routing(int l, int R, int call, int rank, int T, int32_t *ids, f
     }
   }
   free(pool);
-}
-
-static int upload(void *dev, const float *src, size_t n, int dtype) {
-  if (n == 0) return 0;
-  void *stage = malloc(n * 4);
-  CHECK(stage != NULL, "host allocation");
-  if (stage == NULL) return -1;
-  ref_pack_array(stage, src, n, dtype);
-  const cudaError_t e = cudaMemcpy(dev, stage, n * dtype_bytes(dtype), cudaMemcpyHostToDevice);
-  free(stage);
-  CHECK(e == cudaSuccess, "upload: %s", cudaGetErrorString(e));
-  return e == cudaSuccess ? 0 : -1;
-}
-
-/* count matrices of [rows x cols] (generated [in x out], the reference's
- * layout) uploaded in the default weight layout, LOOM_WEIGHTS_OUT_IN: each
- * transposed. */
-static int upload_weight(void *dev, const float *src, size_t count, size_t rows, size_t cols,
-                         int dtype) {
-  const size_t n = count * rows * cols;
-  if (n == 0) return 0;
-  float *t = malloc(n * sizeof(float));
-  CHECK(t != NULL, "host allocation");
-  if (t == NULL) return -1;
-  ref_transpose(t, src, count, rows, cols);
-  const int rc = upload(dev, t, n, dtype);
-  free(t);
-  return rc;
 }
 
 /* ---- per-rank state --------------------------------------------------------------------------- */
