@@ -202,22 +202,47 @@ static void human_bytes(double b, char *out, size_t n) {
   snprintf(out, n, u == 0 ? "%.0f %s" : "%.2f %s", b, unit[u]);
 }
 
-/* Bytes of the layer's private device buffers (loom_moe_create allocates
- * them beside the window); the intermediate h dominates: one row of ffn
+/* The layer's private device buffers (loom_moe_create allocates them
+ * beside the window), in one table so their sizes, the allocation and the
+ * release cannot drift apart. The intermediate h dominates: one row of ffn
  * per received row slot. */
-static size_t h_bytes(const loom_moe_params *p) { return (size_t)p->R * p->Cs * p->F * p->es; }
+#define MOE_NUM_BUFFERS 12
+typedef struct {
+  void **ptr;
+  size_t bytes;
+} moe_buffer;
 
-static size_t private_bytes(const loom_moe_params *p) {
+static void private_buffers(loom_moe_params *p, moe_buffer b[MOE_NUM_BUFFERS]) {
   const size_t tk = (size_t)p->Tmax * p->K;
   const size_t ntt = (size_t)(p->Tmax + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
   const size_t ndone = (size_t)p->R * p->El * p->TPE;
-  return tk * (2 * sizeof(int32_t) + sizeof(float)) + ntt * p->E * sizeof(int32_t) +
-         (size_t)p->E * sizeof(int32_t) + (size_t)p->R * p->Cs * sizeof(int32_t) + h_bytes(p) +
-         2 * ndone * sizeof(uint32_t) + sizeof(uint32_t) +
-         sizeof(uint64_t) * 5 * LOOM_MOE_MAX_BLOCKS + sizeof(loom_moe_trace_state);
+  const size_t rows = (size_t)p->R * p->Cs;
+  const moe_buffer t[MOE_NUM_BUFFERS] = {
+      {(void **)&p->ids, tk * sizeof(int32_t)},
+      {(void **)&p->wts, tk * sizeof(float)},
+      {(void **)&p->dest_row, tk * sizeof(int32_t)},
+      {(void **)&p->tile_counts, ntt * p->E * sizeof(int32_t)},
+      {(void **)&p->kept, (size_t)p->E * sizeof(int32_t)},
+      {(void **)&p->row_token, rows * sizeof(int32_t)},
+      {(void **)&p->h, rows * p->F * p->es},
+      {(void **)&p->done0, ndone * sizeof(uint32_t)},
+      {(void **)&p->done1, ndone * sizeof(uint32_t)},
+      {(void **)&p->ticket, sizeof(uint32_t)},
+      {(void **)&p->trace, sizeof(uint64_t) * 5 * LOOM_MOE_MAX_BLOCKS},
+      {(void **)&p->tr_state, sizeof(loom_moe_trace_state)},
+  };
+  memcpy(b, t, sizeof t);
 }
 
-static void describe_layout(const loom_moe_params *p, size_t bytes, char *buf, size_t len) {
+static size_t private_bytes(loom_moe_params *p) {
+  moe_buffer b[MOE_NUM_BUFFERS];
+  private_buffers(p, b);
+  size_t sum = 0;
+  for (int i = 0; i < MOE_NUM_BUFFERS; i++) sum += b[i].bytes;
+  return sum;
+}
+
+static void describe_layout(loom_moe_params *p, size_t bytes, char *buf, size_t len) {
   const size_t region = (size_t)p->R * p->Cs * p->row_bytes;
   char total[32], reg[32], priv[32];
   human_bytes((double)bytes, total, sizeof total);
@@ -251,11 +276,10 @@ loom_result_t loom_moe_workspace_describe(const loom_moe_config_t *config, int n
 /* ---- create / destroy --------------------------------------------------------------- */
 
 static void free_buffers(loom_moe_params *p) {
-  void *bufs[] = {p->ids, p->wts, p->dest_row, p->tile_counts, p->kept,
-                  p->row_token, p->h, p->done0, p->done1, p->ticket, p->trace,
-                  p->tr_state};
-  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-    if (bufs[i] != NULL) cudaFree(bufs[i]);
+  moe_buffer b[MOE_NUM_BUFFERS];
+  private_buffers(p, b);
+  for (int i = 0; i < MOE_NUM_BUFFERS; i++)
+    if (*b[i].ptr != NULL) cudaFree(*b[i].ptr);
 }
 
 loom_result_t loom_moe_create(loom_comm_t comm, const loom_moe_config_t *config, loom_moe_t *moe) {
@@ -309,22 +333,12 @@ loom_result_t loom_moe_create(loom_comm_t comm, const loom_moe_config_t *config,
       goto fail;
     }
   }
-  const size_t tk = (size_t)s.Tmax * s.K;
-  const size_t ntt = (size_t)(s.Tmax + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
-  const size_t ndone = (size_t)R * p->El * p->TPE;
-  CUDA_CHECK(cudaMalloc((void **)&p->ids, tk * sizeof(int32_t)));
-  CUDA_CHECK(cudaMalloc((void **)&p->wts, tk * sizeof(float)));
-  CUDA_CHECK(cudaMalloc((void **)&p->dest_row, tk * sizeof(int32_t)));
-  CUDA_CHECK(cudaMalloc((void **)&p->tile_counts, ntt * s.E * sizeof(int32_t)));
-  CUDA_CHECK(cudaMalloc((void **)&p->kept, (size_t)s.E * sizeof(int32_t)));
-  CUDA_CHECK(cudaMalloc((void **)&p->row_token, (size_t)R * p->Cs * sizeof(int32_t)));
-  CUDA_CHECK(cudaMalloc(&p->h, (size_t)R * p->Cs * s.F * p->es));
-  CUDA_CHECK(cudaMalloc((void **)&p->done0, ndone * sizeof(uint32_t)));
-  CUDA_CHECK(cudaMalloc((void **)&p->done1, ndone * sizeof(uint32_t)));
-  CUDA_CHECK(cudaMalloc((void **)&p->ticket, sizeof(uint32_t)));
-  CUDA_CHECK(cudaMalloc((void **)&p->trace, sizeof(uint64_t) * 5 * LOOM_MOE_MAX_BLOCKS));
+  {
+    moe_buffer b[MOE_NUM_BUFFERS];
+    private_buffers(p, b);
+    for (int i = 0; i < MOE_NUM_BUFFERS; i++) CUDA_CHECK(cudaMalloc(b[i].ptr, b[i].bytes));
+  }
   /* the trace counter starts at 0; every kernel leaves it at 0 */
-  CUDA_CHECK(cudaMalloc((void **)&p->tr_state, sizeof(loom_moe_trace_state)));
   CUDA_CHECK(cudaMemset(p->tr_state, 0, sizeof(loom_moe_trace_state)));
   /* the window offsets are relative to the data region */
   p->hdr_off += comm->layout.data_offset;
