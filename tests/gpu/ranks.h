@@ -1,15 +1,17 @@
 /*
  * One process per GPU for the multi-process GPU tests (test_exchange,
- * test_moe): count GPUs without touching CUDA in this process, fork one
- * child per rank, hand rank 0's NCCL unique id to the others through pipes,
- * and wait for every child; once one fails the others get a grace period
- * (they are likely blocked on it) and are then killed. A watchdog may kill
- * the children listed in ranks_children.
+ * test_moe, test_faults, test_sequence): count GPUs without touching CUDA in
+ * this process, fork one child per rank, hand rank 0's NCCL unique id to the
+ * others through pipes, and wait for every child; once one fails the others
+ * get a grace period (they are likely blocked on it) and are then killed. A
+ * watchdog may kill the children listed in ranks_children. A bounded barrier
+ * between the rank processes (ranks_barrier_wait).
  */
 #ifndef LOOM_TEST_GPU_RANKS_H
 #define LOOM_TEST_GPU_RANKS_H
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -23,6 +25,35 @@
 
 #define RANKS_MAX 8
 #define RANKS_GRACE_S 15 /* time the others get after a rank fails */
+
+/* A barrier between the rank processes, in memory they share (a
+ * MAP_SHARED mapping made before the fork); zero-initialised = ready. */
+typedef struct {
+  atomic_int arrived, generation;
+} ranks_barrier_t;
+
+/* Every one of `nranks` callers meets here; bounded: after deadline_s a
+ * caller records a failure naming `what` and returns -1. */
+static inline int ranks_barrier_wait(ranks_barrier_t *b, int nranks, int rank, const char *what,
+                                     double deadline_s) {
+  const int gen = atomic_load(&b->generation);
+  if (atomic_fetch_add(&b->arrived, 1) == nranks - 1) {
+    atomic_store(&b->arrived, 0);
+    atomic_fetch_add(&b->generation, 1);
+    return 0;
+  }
+  const double end = now_s() + deadline_s;
+  const struct timespec pause = {0, 20000};
+  while (atomic_load(&b->generation) == gen) {
+    if (now_s() > end) {
+      CHECK(0, "rank %d: barrier \"%s\" not reached by every rank within %.0f s", rank, what,
+            deadline_s);
+      return -1;
+    }
+    nanosleep(&pause, NULL);
+  }
+  return 0;
+}
 
 /* Live children (0 once reaped), for a watchdog to kill. */
 static volatile pid_t ranks_children[RANKS_MAX];

@@ -1,8 +1,9 @@
 /*
  * Test data helpers shared by the GPU tests: deterministic random streams
- * (splitmix64, keyed so every process can rebuild what any rank holds) and
- * uploads of float host arrays in a loom dtype, weights in the default
- * layout (LOOM_WEIGHTS_OUT_IN).
+ * (splitmix64, keyed so every process can rebuild what any rank holds),
+ * counting poisoned (unwritten) output elements, and uploads of float host
+ * arrays in a loom dtype, weights in the default layout
+ * (LOOM_WEIGHTS_OUT_IN).
  */
 #ifndef LOOM_TEST_GPU_TEST_DATA_H
 #define LOOM_TEST_GPU_TEST_DATA_H
@@ -21,26 +22,38 @@ typedef struct {
 } rng_t;
 
 /* The stream of (seed, key, kind, index): a pure function of the four. */
-static rng_t rng_stream(uint64_t seed, uint64_t key, int kind, int index) {
+static inline rng_t rng_stream(uint64_t seed, uint64_t key, int kind, int index) {
   rng_t r;
   r.s = ref_splitmix64(seed ^ ref_splitmix64(key ^ ref_splitmix64(((uint64_t)kind << 32) ^
                                                                   (uint64_t)(uint32_t)index)));
   return r;
 }
 
-static uint64_t rng_next(rng_t *r) {
+static inline uint64_t rng_next(rng_t *r) {
   r->s += 0x9e3779b97f4a7c15ull;
   return ref_splitmix64(r->s);
 }
 
-static double rng_unit(rng_t *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; } /* [0,1) */
-static double rng_sym(rng_t *r) { return 2.0 * rng_unit(r) - 1.0; }                  /* [-1,1) */
-static int rng_int(rng_t *r, int n) { return (int)(rng_next(r) % (uint64_t)n); }      /* [0,n) */
+static inline double rng_unit(rng_t *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; } /* [0,1) */
+static inline double rng_sym(rng_t *r) { return 2.0 * rng_unit(r) - 1.0; }                  /* [-1,1) */
+static inline int rng_int(rng_t *r, int n) { return (int)(rng_next(r) % (uint64_t)n); }      /* [0,n) */
 
-static size_t dtype_bytes(int dtype) { return dtype == LOOM_FP32 ? 4 : 2; }
+static inline size_t dtype_bytes(int dtype) { return dtype == LOOM_FP32 ? 4 : 2; }
+
+/* Elements of `n` (each `size` bytes) at p that are still all 0xFF (the
+ * poison the tests fill outputs with: NaN in every dtype). */
+static inline size_t count_poison(const unsigned char *p, size_t n, size_t size) {
+  size_t c = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t b = 0;
+    while (b < size && p[i * size + b] == 0xFF) b++;
+    c += b == size;
+  }
+  return c;
+}
 
 /* n floats rounded and packed to `dtype`, copied to device memory. */
-static int upload(void *dev, const float *src, size_t n, int dtype) {
+static inline int upload(void *dev, const float *src, size_t n, int dtype) {
   if (n == 0) return 0;
   void *stage = malloc(n * 4);
   CHECK(stage != NULL, "host allocation");
@@ -55,7 +68,7 @@ static int upload(void *dev, const float *src, size_t n, int dtype) {
 /* count matrices of [rows x cols] (generated [in x out], the reference's
  * layout) uploaded in the default weight layout, LOOM_WEIGHTS_OUT_IN: each
  * transposed. */
-static int upload_weight(void *dev, const float *src, size_t count, size_t rows, size_t cols,
+static inline int upload_weight(void *dev, const float *src, size_t count, size_t rows, size_t cols,
                          int dtype) {
   const size_t n = count * rows * cols;
   if (n == 0) return 0;

@@ -165,7 +165,7 @@ static uint64_t case_key(int R, int case_id, int cfg) {
 /* ---- shared state: barrier and per-rank results (a shared mapping in multi mode) ------------- */
 
 typedef struct {
-  atomic_int arrived, generation; /* barrier */
+  ranks_barrier_t barrier;
   double t_err[MAX_RANKS];        /* CLOCK_MONOTONIC of the first non-success, 0 if none */
   int res[MAX_RANKS];             /* that async result */
   char msg[MAX_RANKS][1024];      /* its loom_last_error() */
@@ -236,23 +236,7 @@ static void ctx_free(rank_ctx *c) {
 /* Every rank of the world (multi: every process) meets here; bounded. */
 static int world_barrier(world_t *w, const char *what) {
   if (!w->multi) return 0;
-  shared_t *s = w->sh;
-  const int gen = atomic_load(&s->generation);
-  if (atomic_fetch_add(&s->arrived, 1) == w->R - 1) {
-    atomic_store(&s->arrived, 0);
-    atomic_fetch_add(&s->generation, 1);
-    return 0;
-  }
-  const double end = now_s() + BARRIER_DEADLINE_S;
-  while (atomic_load(&s->generation) == gen) {
-    if (now_s() > end) {
-      CHECK(0, "rank %d: barrier \"%s\" not reached by every rank within %.0f s", w->cs[0].rank,
-            what, BARRIER_DEADLINE_S);
-      return -1;
-    }
-    sleep_ns(20000);
-  }
-  return 0;
+  return ranks_barrier_wait(&w->sh->barrier, w->R, w->cs[0].rank, what, BARRIER_DEADLINE_S);
 }
 
 static int world_comm_create(world_t *w, const loom_comm_config_t *cfg) {
@@ -1312,8 +1296,8 @@ int main(int argc, char **argv) {
       continue;
     }
     memset(sh, 0, sizeof *sh);
-    atomic_init(&sh->arrived, 0);
-    atomic_init(&sh->generation, 0);
+    atomic_init(&sh->barrier.arrived, 0);
+    atomic_init(&sh->barrier.generation, 0);
     const double t = now_s();
     if (multi) {
       watchdog(CHILD_DEADLINE_S, "R=%d: waiting for the rank processes", R);

@@ -153,6 +153,7 @@
 #include "../check.h"
 #include "gpu_check.h"
 #include "ranks.h"
+#include "test_data.h"
 #include "watchdog.h"
 
 _Static_assert(LOOM_FP32 == 0 && LOOM_BF16 == 1 && LOOM_FP16 == 2,
@@ -227,29 +228,9 @@ static int g_threads = 1;
 
 /* ---- deterministic random numbers (splitmix64) ---------------------------------------------- */
 
-typedef struct {
-  uint64_t s;
-} rng_t;
-
 static rng_t rng_make(uint64_t key, int kind, int index) {
-  rng_t r;
-  r.s = ref_splitmix64(g_seed ^ ref_splitmix64(key ^ ref_splitmix64(((uint64_t)kind << 32) ^
-                                                                    (uint64_t)(uint32_t)index)));
-  return r;
+  return rng_stream(g_seed, key, kind, index);
 }
-
-static uint64_t rng_next(rng_t *r) {
-  r->s += 0x9e3779b97f4a7c15ull;
-  return ref_splitmix64(r->s);
-}
-
-static double rng_unit(rng_t *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; } /* [0,1) */
-static double rng_sym(rng_t *r) { return 2.0 * rng_unit(r) - 1.0; }                  /* [-1,1) */
-static int rng_int(rng_t *r, int n) { return (int)(rng_next(r) % (uint64_t)n); }
-
-/* ---- dtypes --------------------------------------------------------------------------------- */
-
-static size_t dtype_bytes(loom_dtype_t t) { return t == LOOM_FP32 ? 4 : 2; }
 
 /* ---- a tiny task pool for the CPU side (references, data) ----------------------------------- */
 
@@ -1051,7 +1032,7 @@ static void ctx_free(rank_ctx *c) {
   memset(c, 0, sizeof *c);
 }
 
-static int upload(void *dev, const float *src, size_t n, loom_dtype_t t, host_data *d) {
+static int upload_staged(void *dev, const float *src, size_t n, loom_dtype_t t, host_data *d) {
   if (n == 0) return 0;
   ref_pack_array(d->stage, src, n, (int)t);
   CUDA_T(cudaMemcpy(dev, d->stage, n * dtype_bytes(t), cudaMemcpyHostToDevice));
@@ -1060,15 +1041,16 @@ static int upload(void *dev, const float *src, size_t n, loom_dtype_t t, host_da
 
 /* count matrices of [rows x cols] (the host's [in x out]) in the case's
  * layout: as they are for IN_OUT, each transposed for OUT_IN. */
-static int upload_weight(void *dev, const float *src, size_t count, size_t rows, size_t cols,
+static int upload_case_weight(void *dev, const float *src, size_t count, size_t rows, size_t cols,
                          const moe_case *c, host_data *d) {
   const size_t n = count * rows * cols;
-  if (n == 0 || case_layout(c) == LOOM_WEIGHTS_IN_OUT) return upload(dev, src, n, c->dtype, d);
+  if (n == 0 || case_layout(c) == LOOM_WEIGHTS_IN_OUT)
+    return upload_staged(dev, src, n, c->dtype, d);
   float *t = malloc(n * sizeof(float));
   CHECK(t != NULL, "host allocation (%zu floats to transpose)", n);
   if (t == NULL) return -1;
   ref_transpose(t, src, count, rows, cols);
-  const int rc = upload(dev, t, n, c->dtype, d);
+  const int rc = upload_staged(dev, t, n, c->dtype, d);
   free(t);
   return rc;
 }
@@ -1078,9 +1060,9 @@ static int upload_weights(rank_ctx *rc, const moe_case *c, host_data *d) {
   const size_t El = (size_t)(c->E / c->nranks);
   const size_t e0 = (size_t)rc->rank * El;
   CUDA_T(cudaSetDevice(rc->device));
-  if (upload_weight(rc->gate_w, d->gate_w, 1, H, (size_t)c->E, c, d)) return -1;
-  if (upload_weight(rc->w1, d->w1 + e0 * H * F1, El, H, F1, c, d)) return -1;
-  return upload_weight(rc->w2, d->w2 + e0 * F * H, El, F, H, c, d);
+  if (upload_case_weight(rc->gate_w, d->gate_w, 1, H, (size_t)c->E, c, d)) return -1;
+  if (upload_case_weight(rc->w1, d->w1 + e0 * H * F1, El, H, F1, c, d)) return -1;
+  return upload_case_weight(rc->w2, d->w2 + e0 * F * H, El, F, H, c, d);
 }
 
 /* x (and caller routing) of this rank; every output poisoned with 0xFF. */
@@ -1088,7 +1070,7 @@ static int upload_inputs(rank_ctx *rc, const moe_case *c, host_data *d) {
   const int r = rc->rank;
   const size_t T = (size_t)c->tokens[r], tk = T * (size_t)c->k;
   CUDA_T(cudaSetDevice(rc->device));
-  if (upload(rc->x, d->x[r], T * (size_t)c->H, c->dtype, d)) return -1;
+  if (upload_staged(rc->x, d->x[r], T * (size_t)c->H, c->dtype, d)) return -1;
   if (!is_gate_route(c->route[r]) && tk > 0) {
     CUDA_T(cudaMemcpy(rc->ids_in, d->ids[r], tk * 4, cudaMemcpyHostToDevice));
     CUDA_T(cudaMemcpy(rc->wts_in, d->wts[r], tk * 4, cudaMemcpyHostToDevice));
@@ -1247,17 +1229,6 @@ static int check_async(rank_ctx *cs, int nlocal, const char *desc) {
 }
 
 /* ---- verification --------------------------------------------------------------------------- */
-
-/* Elements of `n` (each `size` bytes) at p that are still all 0xFF. */
-static size_t count_poison(const unsigned char *p, size_t n, size_t size) {
-  size_t c = 0;
-  for (size_t i = 0; i < n; i++) {
-    size_t b = 0;
-    while (b < size && p[i * size + b] == 0xFF) b++;
-    c += b == size;
-  }
-  return c;
-}
 
 /* Per-row errors of T rows of H elements against the reference. */
 typedef struct {

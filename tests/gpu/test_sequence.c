@@ -286,7 +286,7 @@ typedef struct {
 } rank_ctx;
 
 typedef struct {
-  atomic_int arrived, generation;
+  ranks_barrier_t barrier;
 } shared_t;
 
 typedef struct {
@@ -299,23 +299,7 @@ typedef struct {
 
 static int world_barrier(world_t *w, const char *what) {
   if (!w->multi) return 0;
-  shared_t *s = w->sh;
-  const int gen = atomic_load(&s->generation);
-  if (atomic_fetch_add(&s->arrived, 1) == w->R - 1) {
-    atomic_store(&s->arrived, 0);
-    atomic_fetch_add(&s->generation, 1);
-    return 0;
-  }
-  const double end = now_s() + BARRIER_DEADLINE_S;
-  while (atomic_load(&s->generation) == gen) {
-    if (now_s() > end) {
-      CHECK(0, "rank %d: barrier \"%s\" not reached by every rank within %.0f s", w->cs[0].rank,
-            what, BARRIER_DEADLINE_S);
-      return -1;
-    }
-    sleep_ns(20000);
-  }
-  return 0;
+  return ranks_barrier_wait(&w->sh->barrier, w->R, w->cs[0].rank, what, BARRIER_DEADLINE_S);
 }
 
 static int wait_streams(world_t *w, const char *what) {
@@ -570,16 +554,6 @@ static int verify_exchange(world_t *w, rank_ctx *rc, int i, unsigned char *got,
   CHECK(guard == 0, "R=%d call %d rank %d: %zu bytes written past the end of recvbuf", R, i,
         rc->rank, guard);
   return bad == 0 && guard == 0 ? 0 : -1;
-}
-
-static size_t count_poison(const unsigned char *p, size_t n, size_t size) {
-  size_t c = 0;
-  for (size_t i = 0; i < n; i++) {
-    size_t b = 0;
-    while (b < size && p[i * size + b] == 0xFF) b++;
-    c += b == size;
-  }
-  return c;
 }
 
 /* Call i (MoE) on rank rc: back-to-back outputs bitwise equal to the
@@ -882,8 +856,8 @@ int main(int argc, char **argv) {
       continue;
     }
     gen_sequence(R, ncalls, calls);
-    atomic_init(&sh->arrived, 0);
-    atomic_init(&sh->generation, 0);
+    atomic_init(&sh->barrier.arrived, 0);
+    atomic_init(&sh->barrier.generation, 0);
     const double t = now_s();
     if (multi) {
       watchdog(CHILD_DEADLINE_S, "R=%d: waiting for the rank processes", R);
