@@ -518,16 +518,13 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
   const size_t f1 = (size_t)p.F * (p.gated ? 2 : 1);
 
   /* headers from every source, in task order (self first). GEMM1 rows
-   * go back into source s's window: s's header of this call means s has
-   * finished the previous call, and loom_wait_peer_ready says so
-   * explicitly (an already-satisfied flag read). */
+   * go back into source s's window later: the reuse rule for s was met in
+   * phase 2, where some block waited for s's credit (and stored this call's
+   * tag) before grid barrier 2, which every block has passed. */
   for (int i = 0; i < R; i++) {
     const int s = (c.rank + i) % R;
     tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_HEADER, s, 0, 0, 0);
     if (!loom_block_wait(c, s, 0, epoch)) return 0;
-    tr_close(p, call, sh, TR_WAIT);
-    tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_CREDIT, s, 0, 0, 0);
-    if (!loom_block_wait_peer_ready(c, s, epoch)) return 0;
     tr_close(p, call, sh, TR_WAIT);
     const int32_t *hdr = (const int32_t *)loom_local_ptr(
         c, p.hdr_off + (size_t)(epoch & 1) * p.hdr_parity_bytes + (size_t)s * p.hdr_stride);
