@@ -302,8 +302,14 @@ loom_result_t loom_exchange(loom_comm_t comm, loom_exchange_t pattern,
  * row are rounded to dtype (as a bf16/fp16 framework would store them);
  * the combine sums the top_k contributions in fp32, in ascending choice
  * order, so repeated runs are bitwise identical. The fused gate computes
- * logits in fp64 in a fixed order and rounds them to fp32, so its routing
- * equals the CPU reference's exactly.
+ * logits on the fp64 tensor cores in a fixed order (products of two inputs
+ * are exact in fp64) and rounds them to fp32 once. A logit equals the fp64
+ * sum of the reference (any order) whenever every partial sum is exact --
+ * always for bf16/fp16 inputs whose nonzero products x_h * w_h lie within a
+ * factor 2^24 of each other at hidden <= 8192; otherwise it is within a few
+ * fp64 units in the last place of it, which changes the fp32 logit only
+ * when that lies within ~2^-29 (relative) of an fp32 rounding boundary, and
+ * the routing only when such a logit also ties at the top_k edge.
  *
  * Gate order and non-finite input. The fused gate ranks a token's fp32
  * logits by value, a NaN logit below every number (-Inf included), equal

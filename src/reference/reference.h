@@ -82,7 +82,9 @@ double ref_act(ref_activation act, double x);
 /* ---- MoE gate ----------------------------------------------------------------- */
 
 /* logits[t][e] = sum_h x[t][h] * wg[h][e]  (x [T x H], wg [H x E]) in
- * double, in the gate's canonical order (the GPU's): 32 slices h = s,
+ * double, in a canonical order (the fused gate sums the same exact
+ * products in another order on fp64 tensor cores; loom.h says when the two
+ * can differ): 32 slices h = s,
  * s+32, ... summed in order, then combined by a butterfly over the slice
  * index (o = 16, 8, 4, 2, 1: p[s] += p[s^o]), rounded to float once;
  * top-k over the fp32-rounded logits (the values the GPU gate holds), in

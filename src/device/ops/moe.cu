@@ -50,7 +50,6 @@ struct moe_cfg {
 };
 static_assert(LOOM_MOE_BM == tile_cfg::BM && LOOM_MOE_BN == tile_cfg::BN,
               "moe.h tile sizes are the tile engine's");
-static_assert(LOOM_MOE_TT % moe_cfg::warps == 0, "gate: whole rounds of one token per warp");
 
 /* A block's trace state (loom.h "In-kernel trace"); only thread 0 touches
  * it. open[TR_WORK] is the open work slice, open[TR_WAIT] the open wait
@@ -72,7 +71,6 @@ struct moe_shared {
   int rc[LOOM_MOE_MAX_EXPERTS];     /* [R][El] rows received, from headers */
   int roff[LOOM_MOE_MAX_EXPERTS];   /* [R][El] region row offset of (s, le) */
   int tp[LOOM_MOE_MAX_EXPERTS + 1]; /* cumulative row tiles in task order */
-  double gate_w[2 * 32 * 10];       /* gate: two staged chunks of wg (GATE_WLD) */
   moe_trace_sh tr;                  /* trace batch (tracing on only) */
   int value;                        /* broadcast slot */
 };
@@ -231,80 +229,100 @@ static __device__ void gate_token(const loom_moe_params &p, const float *lg, int
   }
 }
 
-/* Logits of the tile's tokens [t0, t1) for all experts, into
- * lg[(t - t0) * E + e], in the gate's canonical order (reference.h): lane l
- * sums h = l, l+32, ... in fp64 in order (exact products of floats, no
- * fused multiply-add), then a butterfly over the 32 lanes.
- * Warp w owns tokens t0 + 4w .. +3. The block walks (8 experts) x (32 rows
- * of h) chunks of wg in lockstep: the chunk is staged once per block as
- * fp64 in shared memory (coalesced loads, one conversion per weight per
- * block instead of per warp), double-buffered, then every warp multiply-adds
- * its 4 tokens x 8 experts: 32 independent chains per lane. Thread i
- * stages element (h0 + r, e0 + b) of the chunk: for wg [H x E] (IN_OUT)
- * r = i / 8, b = i % 8 (8 neighbours of a row per 8 lanes), for wg [E x H]
- * (OUT_IN) r = i % 32, b = i / 32 (a warp reads 32 neighbours of one
- * expert's row); the chunk, hence every sum, is the same. All threads call
- * it. */
-#define GATE_EG 8      /* experts per chunk */
-#define GATE_WLD 10    /* chunk row pitch in doubles: lanes' 16-byte reads spread over banks */
+/* Eight consecutive elements of one row of x or wg (element i.. i+7), as
+ * floats: one 16-byte load for 16-bit types, two for fp32. */
+template <int DT>
+static __device__ __forceinline__ void load8(const void *p, size_t i, float o[8]) {
+  elem<DT>::load4(p, i, o);
+  elem<DT>::load4(p, i + 4, o + 4);
+}
+
+/* Logits of the tile's tokens [t0, t1) (at most 32) for all experts, into
+ * lg[(t - t0) * E + e], in fp64 on the tensor cores (mma m8n8k4 f64) and
+ * rounded to float once. The products of two inputs are exact in fp64, so a
+ * logit differs from the reference's fp64 sum (reference.h) only by the
+ * rounding of partial sums, which the two orders may do differently: nothing
+ * at all when every partial sum is exact (16-bit inputs of moderate range),
+ * otherwise a few fp64 ulps, which move the fp32 logit only when it sits
+ * within ~2^-29 of a rounding boundary (loom.h "Gate").
+ *
+ * Layout: the tile is 4 m8 blocks of tokens; experts go in passes of 32
+ * (4 n8 blocks); warp w < GATE_KW takes the 32-wide chunks of hidden
+ * h0 = 32w, 32w + 32 GATE_KW, ... Inside a chunk lane l holds eight
+ * consecutive hidden values (h0 + 8 (l % 4) + j, j < 8) of token row l / 4 of
+ * each m block and of expert l / 4 of each n block; step j feeds element j of
+ * both as the MMA's k index l % 4 (the order of k inside a sum is free, both
+ * operands only need the same one). Each warp's 32 x 32 partial goes to
+ * shared memory and the GATE_KW partials are summed in warp order, so the
+ * result is a fixed function of the inputs. Experts past E and tokens past
+ * t1 contribute zeros and are not written. All threads call it. */
+#define GATE_KW 8  /* warps that split the hidden dimension */
+#define GATE_SCRATCH_BYTES (GATE_KW * 32 * 32 * sizeof(double))
+static_assert(LOOM_MOE_TT == 32 && moe_cfg::warps >= GATE_KW, "gate: 4 m8 blocks of tokens, GATE_KW warps");
 template <int DT>
 static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x, int t0, int t1,
-                                        float *lg, double *wchunk) {
+                                        float *lg, double *red) {
   const int E = p.E, H = p.H;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  constexpr int per_warp = LOOM_MOE_TT / moe_cfg::warps;
-  static_assert(per_warp == 4 && 32 * GATE_EG == moe_cfg::threads, "gate chunk layout");
-  const int tw = t0 + warp * per_warp, nt = max(0, min(per_warp, t1 - tw));
-  /* my staging element (h0 + r, e0 + b), at wg[(h0 + r) * hs + (e0 + b) * es] */
   const int out_in = p.wlayout == LOOM_WEIGHTS_OUT_IN;
-  const int r = out_in ? threadIdx.x % 32 : threadIdx.x / GATE_EG;
-  const int b = out_in ? threadIdx.x / 32 : threadIdx.x % GATE_EG;
-  const size_t hs = out_in ? 1 : (size_t)E, es = out_in ? (size_t)H : 1;
-  for (int e0 = 0; e0 < E; e0 += GATE_EG) {
-    double acc[4][GATE_EG];
+  for (int e0 = 0; e0 < E; e0 += 32) {
+    if (warp < GATE_KW) {
+      double acc[4][4][2];
 #pragma unroll
-    for (int a = 0; a < 4; a++)
+      for (int m = 0; m < 4; m++)
 #pragma unroll
-      for (int q = 0; q < GATE_EG; q++) acc[a][q] = 0.0;
-    /* software pipeline: the next chunk's weight and this chunk's x are in
-     * flight while the barrier waits and the warp multiplies */
-    float wnext = e0 + b < E ? elem<DT>::load(p.wg, (size_t)r * hs + (size_t)(e0 + b) * es) : 0.f;
-    for (int h0 = 0, buf = 0; h0 < H; h0 += 32, buf ^= 1) {
-      double *chunk = wchunk + buf * 32 * GATE_WLD;
-      chunk[r * GATE_WLD + b] = (double)wnext;
-      float xf[4];
+        for (int n = 0; n < 4; n++) acc[m][n][0] = acc[m][n][1] = 0.0;
+      for (int h0 = warp * 32; h0 < H; h0 += GATE_KW * 32) {
+        const int hl = h0 + 8 * (lane & 3);
+        float xa[4][8], wb[4][8];
 #pragma unroll
-      for (int a = 0; a < 4; a++)
-        xf[a] = a < nt ? elem<DT>::load(x, (size_t)(tw + a) * H + h0 + lane) : 0.f;
-      __syncthreads(); /* chunk complete; the other buffer is free again */
-      if (h0 + 32 < H)
-        wnext = e0 + b < E
-                    ? elem<DT>::load(p.wg, (size_t)(h0 + 32 + r) * hs + (size_t)(e0 + b) * es)
-                    : 0.f;
-      if (nt > 0) {
-        const double *wr = chunk + lane * GATE_WLD;
-        double xd[4];
+        for (int m = 0; m < 4; m++) {
+          const int t = t0 + 8 * m + (lane >> 2);
+          if (t < t1) load8<DT>(x, (size_t)t * H + hl, xa[m]);
+          else
 #pragma unroll
-        for (int a = 0; a < 4; a++) xd[a] = (double)xf[a];
-#pragma unroll
-        for (int q = 0; q < GATE_EG; q++) {
-          const double w = wr[q];
-#pragma unroll
-          for (int a = 0; a < 4; a++) acc[a][q] = __dadd_rn(acc[a][q], __dmul_rn(xd[a], w));
+            for (int j = 0; j < 8; j++) xa[m][j] = 0.f;
         }
+#pragma unroll
+        for (int n = 0; n < 4; n++) {
+          const int e = e0 + 8 * n + (lane >> 2);
+          if (e >= E) {
+#pragma unroll
+            for (int j = 0; j < 8; j++) wb[n][j] = 0.f;
+          } else if (out_in) { /* wg [E x H]: the eight are contiguous */
+            load8<DT>(p.wg, (size_t)e * H + hl, wb[n]);
+          } else { /* wg [H x E] */
+#pragma unroll
+            for (int j = 0; j < 8; j++) wb[n][j] = elem<DT>::load(p.wg, (size_t)(hl + j) * E + e);
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+          for (int m = 0; m < 4; m++)
+#pragma unroll
+            for (int n = 0; n < 4; n++) ptx_dmma_m8n8k4(acc[m][n], (double)xa[m][j], (double)wb[n][j]);
+      }
+      /* partial [token 8m + l/4][expert 8n + 2(l%4) + i] of this warp */
+      double *mine = red + warp * 32 * 32;
+#pragma unroll
+      for (int m = 0; m < 4; m++)
+#pragma unroll
+        for (int n = 0; n < 4; n++)
+#pragma unroll
+          for (int i = 0; i < 2; i++)
+            mine[(8 * m + (lane >> 2)) * 32 + 8 * n + 2 * (lane & 3) + i] = acc[m][n][i];
+    }
+    __syncthreads();
+    for (int q = threadIdx.x; q < 32 * 32; q += blockDim.x) {
+      const int tk = q >> 5, e = e0 + (q & 31);
+      if (t0 + tk < t1 && e < E) {
+        double v = red[q];
+        for (int w = 1; w < GATE_KW; w++) v += red[w * 32 * 32 + q];
+        lg[tk * E + e] = (float)v;
       }
     }
-    if (nt > 0) {
-#pragma unroll
-      for (int a = 0; a < 4; a++)
-#pragma unroll
-        for (int q = 0; q < GATE_EG; q++) {
-          double v = acc[a][q];
-          for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
-          if (lane == 0 && a < nt && e0 + q < E) lg[(warp * per_warp + a) * E + e0 + q] = (float)v;
-        }
-    }
-    __syncthreads(); /* both chunk buffers are reused by the next group */
+    __syncthreads(); /* red is reused by the next pass */
   }
 }
 
@@ -314,14 +332,15 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
   const int E = p.E, K = p.K, T = call.T;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int ntiles = (T + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
-  constexpr int per_warp = LOOM_MOE_TT / moe_cfg::warps; /* 4 tokens */
+  const int nwarps = blockDim.x >> 5;
+  /* dynamic shared memory: the tile's logits, then the gate's partials */
+  double *red = (double *)(lg_all + (((size_t)LOOM_MOE_TT * E + 3) & ~(size_t)3));
   for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
     const int t0 = tile * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
     tr_open(call, sh, TR_WORK, LOOM_MOE_TRACE_GATE, TR_NO_PEER, tile, t0, t1 - t0);
     if (call.ids_in == NULL) {
-      gate_logits_tile<DT>(p, call.x, t0, t1, lg_all, sh.gate_w);
-      const int tw = t0 + warp * per_warp, nt = min(per_warp, t1 - tw);
-      for (int a = 0; a < nt; a++) gate_token(p, lg_all + (warp * per_warp + a) * E, tw + a, lane);
+      gate_logits_tile<DT>(p, call.x, t0, t1, lg_all, red);
+      for (int a = warp; a < t1 - t0; a += nwarps) gate_token(p, lg_all + a * E, t0 + a, lane);
       __syncwarp();
     } else {
       for (int i = t0 * K + threadIdx.x; i < t1 * K; i += blockDim.x) {
@@ -830,7 +849,8 @@ static cudaError_t launch_parts(const loom_dev_comm *c, const loom_moe_params *p
   typedef typename tile_types<MATH>::T T;
   const void *kernel = (const void *)moe_kernel<MATH, PARTS>;
   size_t smem = tile_smem<MATH, PARTS>::bytes;
-  const size_t gate = (size_t)LOOM_MOE_TT * p->E * sizeof(float); /* logits of a tile */
+  /* gate: logits of a tile (padded to 16 bytes), then the partials */
+  const size_t gate = (((size_t)LOOM_MOE_TT * p->E + 3) & ~(size_t)3) * sizeof(float) + GATE_SCRATCH_BYTES;
   const size_t stage = (size_t)LOOM_MOE_BM * STAGE_LD * sizeof(T);
   if (gate > smem) smem = gate;
   if (stage > smem) smem = stage;

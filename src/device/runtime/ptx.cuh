@@ -308,6 +308,15 @@ static __device__ __forceinline__ float4 ptx_ld_cg_f4(const float4 *p) {
   return v;
 }
 
+/* fp64 tensor-core MMA (sm_80+): D[8 x 8] += A[8 x 4] B[4 x 8], every
+ * element in fp64. Fragments of lane l: a = A[l / 4][l % 4], b = B[l % 4][l / 4],
+ * d[i] = D[l / 4][2 * (l % 4) + i]. */
+static __device__ __forceinline__ void ptx_dmma_m8n8k4(double *d, double a, double b) {
+  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+               : "+d"(d[0]), "+d"(d[1])
+               : "d"(a), "d"(b));
+}
+
 /* Compiler-only fence on an accumulator register: keeps the compiler from
  * moving reads/writes of `r` across wgmma issue/wait points (no instruction). */
 static __device__ __forceinline__ void ptx_reg_fence(float &r) {
