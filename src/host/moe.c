@@ -344,6 +344,7 @@ loom_result_t loom_moe_create(loom_comm_t comm, const loom_moe_config_t *config,
   p->hdr_off += comm->layout.data_offset;
   p->disp_off += comm->layout.data_offset;
   p->ret_off += comm->layout.data_offset;
+  p->win_base = (const char *)comm->window_base;
   m->comm = comm;
   m->magic = LOOM_MOE_MAGIC;
   *moe = m;

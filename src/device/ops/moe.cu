@@ -37,9 +37,12 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "../runtime/transport.cuh"
 #include "../tile/gemm_tile.cuh"
+#include "../tile/hopper_host.cuh" /* hopper.cuh and its tensor maps */
 #include "moe.h"
 #include "topk.cuh"
 
@@ -229,13 +232,34 @@ static __device__ void gate_token(const loom_moe_params &p, const float *lg, int
   }
 }
 
-/* Eight consecutive elements of one row of x or wg (element i.. i+7), as
- * floats: one 16-byte load for 16-bit types, two for fp32. */
-template <int DT>
-static __device__ __forceinline__ void load8(const void *p, size_t i, float o[8]) {
-  elem<DT>::load4(p, i, o);
-  elem<DT>::load4(p, i + 4, o + 4);
-}
+/* Eight consecutive elements of one row of x or wg, kept as loaded (16
+ * bytes for 16-bit types, 32 for fp32: fewer registers than eight floats);
+ * get(j) converts element j. */
+template <int DT> struct vec8 {
+  static constexpr int n = DT == LOOM_FP32 ? 2 : 1;
+  uint4 v[n];
+  __device__ __forceinline__ void load(const void *p, size_t i) {
+    const uint4 *q = (const uint4 *)((const char *)p + i * (DT == LOOM_FP32 ? 4 : 2));
+#pragma unroll
+    for (int k = 0; k < n; k++) v[k] = q[k];
+  }
+  __device__ __forceinline__ void zero() {
+#pragma unroll
+    for (int k = 0; k < n; k++) v[k] = make_uint4(0u, 0u, 0u, 0u);
+  }
+  __device__ __forceinline__ double get(int j) const {
+    const uint32_t *w = (const uint32_t *)v;
+    if (DT == LOOM_FP32) return (double)__uint_as_float(w[j]);
+    const uint32_t bits = (w[j >> 1] >> (16 * (j & 1))) & 0xffffu;
+    if (DT == LOOM_BF16) return (double)__uint_as_float(bits << 16);
+    return (double)__half2float(__ushort_as_half((unsigned short)bits));
+  }
+  __device__ __forceinline__ void set(int j, uint32_t bits) { /* raw element bits */
+    uint32_t *w = (uint32_t *)v;
+    if (DT == LOOM_FP32) w[j] = bits;
+    else w[j >> 1] = (w[j >> 1] & ~(0xffffu << (16 * (j & 1)))) | (bits << (16 * (j & 1)));
+  }
+};
 
 /* Logits of the tile's tokens [t0, t1) (at most 32) for all experts, into
  * lg[(t - t0) * E + e], in fp64 on the tensor cores (mma m8n8k4 f64) and
@@ -272,36 +296,47 @@ static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x,
       for (int m = 0; m < 4; m++)
 #pragma unroll
         for (int n = 0; n < 4; n++) acc[m][n][0] = acc[m][n][1] = 0.0;
-      for (int h0 = warp * 32; h0 < H; h0 += GATE_KW * 32) {
+      /* the chunk at h0 into xv, wv (zeros past t1 and E) */
+      auto load_chunk = [&](int h0, vec8<DT> *xv, vec8<DT> *wv) {
         const int hl = h0 + 8 * (lane & 3);
-        float xa[4][8], wb[4][8];
 #pragma unroll
         for (int m = 0; m < 4; m++) {
           const int t = t0 + 8 * m + (lane >> 2);
-          if (t < t1) load8<DT>(x, (size_t)t * H + hl, xa[m]);
-          else
-#pragma unroll
-            for (int j = 0; j < 8; j++) xa[m][j] = 0.f;
+          if (t < t1) xv[m].load(x, (size_t)t * H + hl);
+          else xv[m].zero();
         }
 #pragma unroll
         for (int n = 0; n < 4; n++) {
           const int e = e0 + 8 * n + (lane >> 2);
           if (e >= E) {
-#pragma unroll
-            for (int j = 0; j < 8; j++) wb[n][j] = 0.f;
+            wv[n].zero();
           } else if (out_in) { /* wg [E x H]: the eight are contiguous */
-            load8<DT>(p.wg, (size_t)e * H + hl, wb[n]);
+            wv[n].load(p.wg, (size_t)e * H + hl);
           } else { /* wg [H x E] */
+            wv[n].zero();
 #pragma unroll
-            for (int j = 0; j < 8; j++) wb[n][j] = elem<DT>::load(p.wg, (size_t)(hl + j) * E + e);
+            for (int j = 0; j < 8; j++) {
+              const size_t i = (size_t)(hl + j) * E + e;
+              wv[n].set(j, DT == LOOM_FP32 ? ((const uint32_t *)p.wg)[i] : ((const uint16_t *)p.wg)[i]);
+            }
           }
         }
+      };
+      for (int h0 = warp * 32; h0 < H; h0 += GATE_KW * 32) {
+        vec8<DT> xa[4], wb[4];
+        load_chunk(h0, xa, wb);
 #pragma unroll
-        for (int j = 0; j < 8; j++)
+        for (int j = 0; j < 8; j++) {
+          double a[4], b[4];
+#pragma unroll
+          for (int m = 0; m < 4; m++) a[m] = xa[m].get(j);
+#pragma unroll
+          for (int n = 0; n < 4; n++) b[n] = wb[n].get(j);
 #pragma unroll
           for (int m = 0; m < 4; m++)
 #pragma unroll
-            for (int n = 0; n < 4; n++) ptx_dmma_m8n8k4(acc[m][n], (double)xa[m][j], (double)wb[n][j]);
+            for (int n = 0; n < 4; n++) ptx_dmma_m8n8k4(acc[m][n], a[m], b[n]);
+        }
       }
       /* partial [token 8m + l/4][expert 8n + 2(l%4) + i] of this warp */
       double *mine = red + warp * 32 * 32;
@@ -393,8 +428,11 @@ static __device__ int capacity_of(const loom_moe_params &p, int T) {
   return (int)ceil(p.capacity_factor * (double)T * p.K / p.E);
 }
 
+#define MOE_PLACE_BASE_BYTES 65536 /* <= every kernel's dynamic shared memory (the gate's partials alone) */
+static_assert(MOE_PLACE_BASE_BYTES <= GATE_SCRATCH_BYTES, "place bases fit in the gate's space");
 static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params &p,
-                                  const loom_moe_call &call, moe_shared &sh, uint64_t epoch) {
+                                  const loom_moe_call &call, moe_shared &sh, uint64_t epoch,
+                                  int *base) {
   const int E = p.E, K = p.K, El = p.El, T = call.T;
   const int ntiles = (T + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
   const int cap = capacity_of(p, T);
@@ -419,29 +457,43 @@ static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params 
   if (blockIdx.x == 0)
     for (int e = threadIdx.x; e < E; e += blockDim.x) p.kept[e] = sh.kept[e];
 
-  /* place this block's token tiles in token-major order */
-  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+  /* place this block's token tiles (tl = bx, bx + gx, ...) in token-major
+   * order. Expert e's first position in tile tl is the sum of its counts in
+   * the tiles before; one pass over all tiles per group of this block's
+   * tiles collects those bases into `base` (dynamic shared memory,
+   * MOE_PLACE_BASE_BYTES: the gate's space, free now), instead of a sum
+   * over all earlier tiles per tile. */
+  const int mine = bx < ntiles ? (ntiles - 1 - bx) / gx + 1 : 0;
+  const int group = max(1, (int)(MOE_PLACE_BASE_BYTES / (4 * (size_t)E)));
+  for (int j0 = 0; j0 < mine; j0 += group) {
+    const int j1 = min(mine, j0 + group);
+    const int last = bx + (j1 - 1) * gx; /* the group's last tile */
     for (int e = threadIdx.x; e < E; e += blockDim.x) {
-      int base = 0;
-      for (int tl = 0; tl < tile; tl++) base += __ldcg(&p.tile_counts[(size_t)tl * E + e]);
-      sh.work[e] = base; /* next position of expert e */
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      const int t0 = tile * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
-      for (int i = t0 * K; i < t1 * K; i++) {
-        const int e = __ldcg(&p.ids[i]);
-        int row = -1;
-        if (e >= 0) {
-          const int pos = sh.work[e]++;
-          if (pos < cap) {
-            row = sh.offs[e] + pos;
-            p.row_token[(size_t)(e / El) * p.Cs + row] = i / K;
-          }
-        }
-        p.dest_row[i] = row;
+      int run = 0;
+      for (int tl = 0; tl <= last; tl++) {
+        if (tl >= bx + j0 * gx && (tl - bx) % gx == 0) base[((tl - bx) / gx - j0) * E + e] = run;
+        run += __ldcg(&p.tile_counts[(size_t)tl * E + e]);
       }
     }
+    __syncthreads();
+    if (threadIdx.x == 0)
+      for (int j = j0; j < j1; j++) {
+        const int tile = bx + j * gx;
+        int *next = base + (j - j0) * E; /* next position of expert e */
+        const int t0 = tile * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
+        for (int i = t0 * K; i < t1 * K; i++) {
+          const int e = __ldcg(&p.ids[i]);
+          int row = -1;
+          if (e >= 0) {
+            const int pos = next[e]++;
+            if (pos < cap) {
+              row = sh.offs[e] + pos;
+              p.row_token[(size_t)(e / El) * p.Cs + row] = i / K;
+            }
+          }
+          p.dest_row[i] = row;
+        }
+      }
     __syncthreads();
   }
 
@@ -484,7 +536,7 @@ static __device__ void phase_dispatch(const loom_dev_comm &c, const loom_moe_par
         const int r0 = tl * LOOM_MOE_BM, r1 = min(rows, r0 + LOOM_MOE_BM);
         tr_open(call, sh, TR_WORK, LOOM_MOE_TRACE_DISPATCH, d, le, tl, r1 - r0);
         char *dst_base = loom_peer_ptr(c, d, p.disp_off + (size_t)c.rank * p.Cs * p.row_bytes);
-        for (int r = r0 + warp; r < r1; r += moe_cfg::warps) {
+        for (int r = r0 + warp; r < r1; r += (int)(blockDim.x >> 5)) {
           const int row = sh.offs[e] + r;
           const int t = __ldcg(&p.row_token[(size_t)d * p.Cs + row]);
           const int4 *src = (const int4 *)((const char *)call.x + (size_t)t * p.row_bytes);
@@ -516,26 +568,13 @@ static __device__ __forceinline__ void store_tile(char *dst, size_t pitch, const
   }
 }
 
-template <int MATH, int PARTS>
-static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_params &p,
-                                    const loom_moe_call &call, moe_shared &sh, uint64_t epoch,
-                                    void *smem) {
-  constexpr int DT = math_dtype<MATH>::dt;
-  typedef typename elem<DT>::T T;
+/* Before any expert GEMM: every source's header (counts per local expert,
+ * checked against this layer's config and call number), then the row-tile
+ * table in task order (sources from self on, experts within): sh.rc,
+ * sh.roff, sh.tp; and the stats. 0 after a raised error. */
+static __device__ int experts_prepare(const loom_dev_comm &c, const loom_moe_params &p,
+                                      const loom_moe_call &call, moe_shared &sh, uint64_t epoch) {
   const int El = p.El, R = p.R;
-  /* Every task computes 128 x 128 through the two parts of the tile engine:
-   * SwiGLU GEMM0 = 64 gate + the matching 64 up columns -> 64 h columns;
-   * otherwise two adjacent 64-column blocks -> 128 output columns (the
-   * second only where it exists: F or H may be an odd multiple of 64). */
-  constexpr int W = 2 * LOOM_MOE_BN;
-  const int h_cols = p.gated ? LOOM_MOE_BN : W;
-  const int nF = (p.F + h_cols - 1) / h_cols, nH = (p.H + W - 1) / W, per_tile = nF + nH;
-  /* weights: IN_OUT is B [K x N] (TILE_B_KN), OUT_IN B [N x K] (TILE_B_NK);
-   * an expert's matrix has the same size, so the same offset, in both */
-  const int kn = p.wlayout == LOOM_WEIGHTS_IN_OUT;
-  const int bl = kn ? TILE_B_KN : TILE_B_NK;
-  const size_t f1 = (size_t)p.F * (p.gated ? 2 : 1);
-
   /* headers from every source, in task order (self first). GEMM1 rows
    * go back into source s's window later: the reuse rule for s was met in
    * phase 2, where some block waited for s's credit (and stored this call's
@@ -607,6 +646,30 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
     }
   }
 
+  return 1;
+}
+
+template <int MATH, int PARTS>
+static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_params &p,
+                                    const loom_moe_call &call, moe_shared &sh, uint64_t epoch,
+                                    void *smem) {
+  constexpr int DT = math_dtype<MATH>::dt;
+  typedef typename elem<DT>::T T;
+  const int El = p.El, R = p.R;
+  /* Every task computes 128 x 128 through the two parts of the tile engine:
+   * SwiGLU GEMM0 = 64 gate + the matching 64 up columns -> 64 h columns;
+   * otherwise two adjacent 64-column blocks -> 128 output columns (the
+   * second only where it exists: F or H may be an odd multiple of 64). */
+  constexpr int W = 2 * LOOM_MOE_BN;
+  const int h_cols = p.gated ? LOOM_MOE_BN : W;
+  const int nF = (p.F + h_cols - 1) / h_cols, nH = (p.H + W - 1) / W, per_tile = nF + nH;
+  /* weights: IN_OUT is B [K x N] (TILE_B_KN), OUT_IN B [N x K] (TILE_B_NK);
+   * an expert's matrix has the same size, so the same offset, in both */
+  const int kn = p.wlayout == LOOM_WEIGHTS_IN_OUT;
+  const int bl = kn ? TILE_B_KN : TILE_B_NK;
+  const size_t f1 = (size_t)p.F * (p.gated ? 2 : 1);
+
+  if (!experts_prepare(c, p, call, sh, epoch)) return 0;
   const int total = sh.tp[R * El] * per_tile;
   T *stage = (T *)smem;
   for (;;) {
@@ -710,6 +773,271 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
   }
 }
 
+/* ---- phase 4 on the Hopper engine (tile/hopper.cuh) --------------------------------- */
+
+/* The expert GEMMs of bf16/fp16/TF32 layers with K-major weights (the
+ * default OUT_IN layout) run on the wgmma engine: 384-thread blocks, two
+ * consumer warpgroups on one 128 x 256 tile (64 rows each, one wgmma batch
+ * in flight), a producer warpgroup whose elected thread takes tasks from the
+ * ticket counter, waits for the task's inputs (bounded) and feeds a 4-stage
+ * TMA ring. Task order and dependencies are those of phase_experts:
+ *   GEMM0 (row tile, 256 B rows of W1): SwiGLU loads 128 gate rows and the
+ *         matching 128 up rows (two boxes) -> 128 h columns; otherwise 256
+ *         rows -> 256 h columns with the activation; waits for the tile's
+ *         dispatch flag
+ *   GEMM1 (row tile, 256 rows of W2) -> 256 output columns, stored straight
+ *         into the source's return region; waits for the tile's GEMM0s
+ * The producer tells the consumers the ticket through a word per stage
+ * (written before the stage's full barrier is armed, like the engine's
+ * skip flag); -1 ends the phase. A failed wait (abort, timeout) ends this
+ * block's phase after raising the error: the call fails, as in
+ * phase_experts. */
+template <int MATH> struct moe_hop;
+template <> struct moe_hop<TILE_BF16> { typedef hop_cfg<HOP_BF16, 128, 256, 4, HOP_ML_COOP> cfg; };
+template <> struct moe_hop<TILE_FP16> { typedef hop_cfg<HOP_FP16, 128, 256, 4, HOP_ML_COOP> cfg; };
+template <> struct moe_hop<TILE_TF32> { typedef hop_cfg<HOP_TF32, 128, 256, 4, HOP_ML_COOP> cfg; };
+#define MOE_HOP_THREADS 384
+#define MOE_HOP_BAR_DONE 4     /* named barrier: both consumer WGs stored their rows */
+#define MOE_HOP_BAR_PRODUCER 5 /* named barrier: the producer WG's four warps */
+
+/* Tensor maps of the phase (kernel parameter, __grid_constant__): A of
+ * GEMM0 over the dispatch region [R * Cs x H], B of GEMM0 over w1 [El * F1 x H],
+ * A of GEMM1 over h [R * Cs x F], B of GEMM1 over w2 [El * H x F]; boxes of
+ * 128 bytes of K x 128 rows, 128-byte swizzle. */
+struct moe_maps {
+  CUtensorMap a0, b0, a1, b1;
+};
+
+/* One task of the phase, from its ticket (every role decodes the same way). */
+struct moe_task {
+  int gemm;    /* 0 or 1 */
+  int s, le, tl, rows, nb, dep;
+  size_t row0; /* first row in the dispatch region / h of the tile */
+};
+
+static __device__ __forceinline__ moe_task moe_decode(const loom_dev_comm &c, const loom_moe_params &p,
+                                                      const moe_shared &sh, int ticket, int n0, int nF,
+                                                      int nH) {
+  moe_task t;
+  const int El = p.El, R = p.R;
+  t.gemm = ticket >= n0;
+  const int tile_idx = t.gemm ? (ticket - n0) / nH : ticket / nF;
+  t.nb = t.gemm ? (ticket - n0) % nH : ticket % nF;
+  int lo = 0, hi = R * El - 1; /* last i with tp[i] <= tile_idx */
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (sh.tp[mid] <= tile_idx) lo = mid; else hi = mid - 1;
+  }
+  t.s = (c.rank + lo / El) % R;
+  t.le = lo % El;
+  t.tl = tile_idx - sh.tp[lo];
+  t.rows = min(LOOM_MOE_BM, sh.rc[t.s * El + t.le] - t.tl * LOOM_MOE_BM);
+  t.row0 = (size_t)t.s * p.Cs + sh.roff[t.s * El + t.le] + (size_t)t.tl * LOOM_MOE_BM;
+  t.dep = (t.s * El + t.le) * p.TPE + t.tl;
+  return t;
+}
+
+/* Producer: one thread. Returns 1 when a wait failed (error raised). */
+template <class CFG>
+static __device__ int moe_hop_producer(const loom_dev_comm &c, const loom_moe_params &p,
+                                       const moe_shared &sh, const hop_smem &sm,
+                                       volatile int32_t *task_of, const moe_maps &maps, uint64_t epoch,
+                                       int n0, int total, int nF, int nH) {
+  uint32_t stage = 0, phase = 0;
+  const int hc = p.gated ? CFG::BN / 2 : CFG::BN; /* h columns of a GEMM0 task */
+  const int f1 = p.gated ? 2 * p.F : p.F;
+  for (;;) {
+    const int ticket = (int)atomicAdd(p.ticket, 1u);
+    int ok = 1;
+    moe_task t;
+    if (ticket < total) {
+      t = moe_decode(c, p, sh, ticket, n0, nF, nH);
+      ok = t.gemm == 0 ? loom_wait_signal(c, t.s, p.slot_disp0 + t.le * p.TPE + t.tl, epoch)
+                       : loom_wait_local_geq(c, &p.done0[t.dep], (uint32_t)nF, LOOM_WAIT_TILE_DEP, t.dep);
+      if (ok) ptx_fence_proxy_async_global(); /* TMA reads after the acquire */
+    }
+    hop_mbar_wait(&sm.empty[stage], phase ^ 1);
+    if (ticket >= total || !ok) {
+      task_of[stage] = -1;
+      ptx_mbar_arrive(&sm.full[stage]);
+      return !ok;
+    }
+    task_of[stage] = ticket;
+    sm.flag[stage] = 0u;
+    const CUtensorMap *ma = t.gemm ? &maps.a1 : &maps.a0, *mb = t.gemm ? &maps.b1 : &maps.b0;
+    const int nkb = (t.gemm ? p.F : p.H) / CFG::BK;
+    /* B rows of the two 128-row boxes */
+    int b0, b1;
+    if (t.gemm) {
+      b0 = t.le * p.H + t.nb * CFG::BN;
+      b1 = b0 + CFG::BN / 2;
+    } else if (p.gated) {
+      b0 = t.le * f1 + t.nb * hc;
+      b1 = b0 + p.F;
+    } else {
+      b0 = t.le * f1 + t.nb * hc;
+      b1 = b0 + CFG::BN / 2;
+    }
+    for (int kb = 0; kb < nkb; kb++) {
+      if (kb > 0) hop_mbar_wait(&sm.empty[stage], phase ^ 1);
+      ptx_mbar_arrive_expect_tx(&sm.full[stage], CFG::stage_bytes);
+      const int kc = kb * CFG::BK;
+      ptx_tma_load_2d(sm.a + stage * CFG::a_stage_bytes, ma, &sm.full[stage], kc, (int)t.row0);
+      uint8_t *bs = sm.b + stage * CFG::b_stage_bytes;
+      ptx_tma_load_2d(bs, mb, &sm.full[stage], kc, b0);
+      ptx_tma_load_2d(bs + (CFG::BN / 2) * 128, mb, &sm.full[stage], kc, b1);
+      if (++stage == CFG::STAGES) {
+        stage = 0;
+        phase ^= 1;
+      }
+    }
+  }
+}
+
+/* Store a consumer WG's 64 x 256 accumulators (hopper_epilogue.cuh has the
+ * fragment layout) to dst (row 0, column 0 of the task's output block, row
+ * pitch in bytes): rows < rows, output columns < ncols. mode 0: as is;
+ * 1: activation act; 2: SwiGLU, gate in columns [0, 128), up in [128, 256)
+ * (chunk i pairs with chunk i + 16, in the same thread) -> 128 columns. */
+template <int DT>
+static __device__ __forceinline__ void moe_hop_store(const float *acc, char *dst, size_t pitch, int rows,
+                                                     int ncols, int mode, int act, int wg) {
+  typedef typename elem<DT>::T T;
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+  const int rb = wg * 64 + warp * 16 + (lane >> 2), cb = 2 * (lane & 3);
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const int row = rb + 8 * h;
+    if (row >= rows) continue;
+    T *d = (T *)(dst + (size_t)row * pitch);
+    if (mode == 2) {
+#pragma unroll
+      for (int i = 0; i < 16; i++) {
+        const int col = 8 * i + cb;
+        if (col < ncols)
+          hop_store2(d + col, act_apply(LOOM_ACT_SILU, acc[4 * i + 2 * h]) * acc[4 * (i + 16) + 2 * h],
+                     act_apply(LOOM_ACT_SILU, acc[4 * i + 2 * h + 1]) * acc[4 * (i + 16) + 2 * h + 1]);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 32; i++) {
+        const int col = 8 * i + cb;
+        if (col >= ncols) continue;
+        float v0 = acc[4 * i + 2 * h], v1 = acc[4 * i + 2 * h + 1];
+        if (mode == 1) {
+          v0 = act_apply(act, v0);
+          v1 = act_apply(act, v1);
+        }
+        hop_store2(d + col, v0, v1);
+      }
+    }
+  }
+}
+
+template <class CFG, int DT>
+static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_params &p,
+                                        const loom_moe_call &call, moe_shared &sh, const hop_smem &sm,
+                                        volatile int32_t *task_of, uint64_t epoch, int n0, int nF, int nH,
+                                        int wg) {
+  typedef typename elem<DT>::T T;
+  const int El = p.El;
+  const int hc = p.gated ? CFG::BN / 2 : CFG::BN;
+  const uint64_t da0 = hop_desc(sm.a + wg * 64 * 128), db0 = hop_desc(sm.b);
+  float acc[CFG::acc_regs];
+  uint32_t stage = 0, phase = 0;
+  for (;;) {
+    hop_mbar_wait(&sm.full[stage], phase);
+    const int ticket = task_of[stage];
+    if (ticket < 0) return;
+    const moe_task t = moe_decode(c, p, sh, ticket, n0, nF, nH);
+    tr_open(call, sh, TR_WORK, t.gemm ? LOOM_MOE_TRACE_GEMM1 : LOOM_MOE_TRACE_GEMM0, t.s, t.le, t.tl, t.nb);
+    hop_task ht;
+    ht.kb0 = 0;
+    ht.kb1 = (t.gemm ? p.F : p.H) / CFG::BK;
+    hop_mainloop_w1<CFG>(acc, sm, da0, db0, ht, stage, phase, HOP_BAR_ORDER, 0);
+    if (t.gemm == 0) {
+      const int c0 = t.nb * hc;
+      char *dst = (char *)p.h + (t.row0 * p.F + (size_t)c0) * sizeof(T);
+      moe_hop_store<DT>(acc, dst, (size_t)p.F * sizeof(T), t.rows, min(hc, p.F - c0), p.gated ? 2 : 1, p.act, wg);
+      ptx_named_bar_sync(MOE_HOP_BAR_DONE, 256);
+      if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(&p.done0[t.dep], 1u);
+      }
+    } else {
+      const int c0 = t.nb * CFG::BN;
+      /* row i of (s, le, tile) returns to the same row of s's return region */
+      char *dst = loom_peer_ptr(c, t.s, p.ret_off + ((size_t)c.rank * p.Cs + sh.roff[t.s * El + t.le] +
+                                                     (size_t)t.tl * LOOM_MOE_BM) * p.row_bytes +
+                                            (size_t)c0 * sizeof(T));
+      moe_hop_store<DT>(acc, dst, p.row_bytes, t.rows, min(CFG::BN, p.H - c0), 0, 0, wg);
+      ptx_named_bar_sync(MOE_HOP_BAR_DONE, 256);
+      if (threadIdx.x == 0) {
+        __threadfence_system();
+        const unsigned done = atomicAdd(&p.done1[t.dep], 1u) + 1;
+        if (done == (unsigned)nH) {
+          __threadfence_system();
+          loom_signal(c, t.s, p.slot_ret0 + t.le * p.TPE + t.tl, epoch);
+        }
+      }
+    }
+    tr_close(p, call, sh, TR_WORK);
+  }
+}
+
+/* The phase. All MOE_HOP_THREADS threads call it; the dynamic shared memory
+ * (whatever the earlier phases left there) becomes the engine's ring. */
+template <int MATH>
+static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_params &p,
+                                        const loom_moe_call &call, moe_shared &sh, uint64_t epoch,
+                                        uint8_t *smem, const moe_maps &maps) {
+  typedef typename moe_hop<MATH>::cfg CFG;
+  constexpr int DT = math_dtype<MATH>::dt;
+  static_assert(CFG::threads == MOE_HOP_THREADS, "block = 2 consumer WGs + the producer WG");
+  if (!experts_prepare(c, p, call, sh, epoch)) return 0;
+  uint8_t *base = (uint8_t *)(((uintptr_t)smem + 1023) & ~(uintptr_t)1023);
+  hop_smem sm;
+  sm.a = base + CFG::a_offset;
+  sm.b = base + CFG::b_offset;
+  sm.full = (uint64_t *)(base + CFG::bar_offset);
+  sm.empty = sm.full + CFG::STAGES;
+  sm.flag = (volatile uint32_t *)(base + CFG::flag_offset);
+  sm.sk = NULL;
+  sm.dg = NULL;
+  sm.peer_empty = 0;
+  volatile int32_t *task_of = (volatile int32_t *)(base + CFG::dg_offset);
+  if (threadIdx.x == 0) {
+    for (int st = 0; st < CFG::STAGES; st++) {
+      ptx_mbar_init(&sm.full[st], 1);
+      ptx_mbar_init(&sm.empty[st], CFG::empty_arrivals);
+    }
+    ptx_fence_mbar_init();
+  }
+  /* the earlier phases wrote this memory through the generic proxy; TMA
+   * writes it through the async proxy from now on */
+  ptx_fence_proxy_async();
+  __syncthreads();
+  const int hc = p.gated ? CFG::BN / 2 : CFG::BN;
+  const int nF = (p.F + hc - 1) / hc, nH = (p.H + CFG::BN - 1) / CFG::BN;
+  const int ntl = sh.tp[p.R * p.El];
+  const int n0 = ntl * nF, total = n0 + ntl * nH;
+  const int wg = threadIdx.x / 128;
+  int failed = 0;
+  if (wg == 2) {
+    ptx_setmaxnreg_dec<CFG::producer_regs>();
+    if ((threadIdx.x & 127) == 0)
+      failed = moe_hop_producer<CFG>(c, p, sh, sm, task_of, maps, epoch, n0, total, nF, nH);
+    ptx_named_bar_sync(MOE_HOP_BAR_PRODUCER, 128); /* the whole WG back together */
+    ptx_setmaxnreg_inc<CFG::entry_regs>();
+  } else {
+    ptx_setmaxnreg_inc<CFG::consumer_regs>();
+    moe_hop_consumer<CFG, DT>(c, p, call, sh, sm, task_of, epoch, n0, nF, nH, wg);
+    ptx_setmaxnreg_dec<CFG::entry_regs>();
+  }
+  /* every stage this block filled has been consumed: the memory is free */
+  return !__syncthreads_or(failed);
+}
+
 /* ---- phase 5: combine ---------------------------------------------------------------- */
 
 template <int DT>
@@ -793,9 +1121,11 @@ static __device__ __noinline__ void trace_finish(loom_moe_trace_state *st,
   }
 }
 
-template <int MATH, int PARTS>
-__global__ void __launch_bounds__(moe_cfg::threads, moe_cfg::blocks_per_sm)
-    moe_kernel(loom_dev_comm c, loom_moe_params p, loom_moe_call call) {
+/* HOP = 0: 256-thread blocks, experts on the mma.sync engine (gemm_tile.cuh);
+ * HOP = 1: 384-thread blocks, experts on the Hopper engine (maps used). */
+template <int MATH, int PARTS, int HOP>
+__global__ void __launch_bounds__(HOP ? MOE_HOP_THREADS : moe_cfg::threads, moe_cfg::blocks_per_sm)
+    moe_kernel(loom_dev_comm c, loom_moe_params p, loom_moe_call call, const __grid_constant__ moe_maps maps) {
   constexpr int DT = math_dtype<MATH>::dt;
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ moe_shared sh;
@@ -813,7 +1143,7 @@ __global__ void __launch_bounds__(moe_cfg::threads, moe_cfg::blocks_per_sm)
   tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_BARRIER, TR_NO_PEER, 1, 0, 0);
   if (go && loom_grid_barrier(c, 1)) {
     tr_close(p, call, sh, TR_WAIT);
-    const int placed = phase_place(c, p, call, sh, epoch);
+    const int placed = phase_place(c, p, call, sh, epoch, (int *)smem);
     phase_mark(p, 1, t0);
     /* a block whose credit wait failed raised the abort flag: barrier 2
      * then returns 0 everywhere, so nobody dispatches into that peer */
@@ -823,7 +1153,10 @@ __global__ void __launch_bounds__(moe_cfg::threads, moe_cfg::blocks_per_sm)
     if (barrier2 && placed) {
       phase_dispatch(c, p, call, sh, epoch);
       phase_mark(p, 2, t0);
-      if (phase_experts<MATH, PARTS>(c, p, call, sh, epoch, smem)) {
+      int ok;
+      if constexpr (HOP) ok = phase_experts_hop<MATH>(c, p, call, sh, epoch, smem, maps);
+      else ok = phase_experts<MATH, PARTS>(c, p, call, sh, epoch, smem);
+      if (ok) {
         phase_mark(p, 3, t0);
         phase_combine<DT>(c, p, call, sh, epoch);
         phase_mark(p, 4, t0);
@@ -843,24 +1176,45 @@ __global__ void __launch_bounds__(moe_cfg::threads, moe_cfg::blocks_per_sm)
     trace_finish(p.tr_state, call.tr_info, call.tr_capacity, c.rank);
 }
 
-template <int MATH, int PARTS>
+/* The maps of phase_experts_hop (moe_maps) for this layer and rank. */
+static cudaError_t make_maps(const loom_moe_params *p, int hdt, moe_maps *m) {
+  const uint64_t es = (uint64_t)p->es, rows = (uint64_t)p->R * p->Cs;
+  const uint64_t f1 = (uint64_t)p->F * (p->gated ? 2 : 1);
+  const uint32_t bk = 128 / (uint32_t)es;
+  cudaError_t e;
+  if ((e = hop_make_map(&m->a0, hdt, p->win_base + p->disp_off, rows, p->H, p->row_bytes / es, bk, 128)) != cudaSuccess)
+    return e;
+  if ((e = hop_make_map(&m->b0, hdt, p->w1, (uint64_t)p->El * f1, p->H, p->H, bk, 128)) != cudaSuccess) return e;
+  if ((e = hop_make_map(&m->a1, hdt, p->h, rows, p->F, p->F, bk, 128)) != cudaSuccess) return e;
+  return hop_make_map(&m->b1, hdt, p->w2, (uint64_t)p->El * p->H, p->F, p->F, bk, 128);
+}
+
+template <int MATH, int PARTS, int HOP>
 static cudaError_t launch_parts(const loom_dev_comm *c, const loom_moe_params *p,
-                          const loom_moe_call *call, cudaStream_t stream) {
+                                const loom_moe_call *call, cudaStream_t stream) {
   typedef typename tile_types<MATH>::T T;
-  const void *kernel = (const void *)moe_kernel<MATH, PARTS>;
+  const void *kernel = (const void *)moe_kernel<MATH, PARTS, HOP>;
+  const int threads = HOP ? MOE_HOP_THREADS : moe_cfg::threads;
   size_t smem = tile_smem<MATH, PARTS>::bytes;
+  moe_maps maps;
+  memset(&maps, 0, sizeof maps);
+  cudaError_t e;
+  if constexpr (HOP) {
+    typedef typename moe_hop<MATH>::cfg CFG;
+    smem = 1024 + CFG::dg_offset + 4 * CFG::STAGES; /* alignment slack, ring, task words */
+    if ((e = make_maps(p, CFG::dtype, &maps)) != cudaSuccess) return e;
+  }
   /* gate: logits of a tile (padded to 16 bytes), then the partials */
   const size_t gate = (((size_t)LOOM_MOE_TT * p->E + 3) & ~(size_t)3) * sizeof(float) + GATE_SCRATCH_BYTES;
   const size_t stage = (size_t)LOOM_MOE_BM * STAGE_LD * sizeof(T);
   if (gate > smem) smem = gate;
   if (stage > smem) smem = stage;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-  if (e != cudaSuccess) return e;
+  if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess)
+    return e;
   int dev, sms, per_sm;
   if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
   if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return e;
-  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, moe_cfg::threads, smem)) !=
-      cudaSuccess)
+  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem)) != cudaSuccess)
     return e;
   if (per_sm < moe_cfg::blocks_per_sm || sms * moe_cfg::blocks_per_sm > LOOM_MOE_MAX_BLOCKS)
     return cudaErrorCooperativeLaunchTooLarge;
@@ -869,21 +1223,37 @@ static cudaError_t launch_parts(const loom_dev_comm *c, const loom_moe_params *p
   attr[0].id = cudaLaunchAttributeCooperative;
   attr[0].val.cooperative = 1;
   cfg.gridDim = dim3(sms * moe_cfg::blocks_per_sm);
-  cfg.blockDim = dim3(moe_cfg::threads);
+  cfg.blockDim = dim3(threads);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, moe_kernel<MATH, PARTS>, *c, *p, *call);
+  return cudaLaunchKernelEx(&cfg, moe_kernel<MATH, PARTS, HOP>, *c, *p, *call, maps);
+}
+
+/* Which engine runs the expert GEMMs: the Hopper engine for K-major weights
+ * (OUT_IN) on bf16/fp16/TF32, the mma.sync engine otherwise (IN_OUT
+ * weights, exact fp32). LOOM_MOE_ENGINE=mma forces the latter (diagnostic:
+ * docs/moe.md). */
+static int use_hopper(const loom_moe_params *p) {
+  static int forced = -1;
+  if (forced < 0) {
+    const char *v = getenv("LOOM_MOE_ENGINE");
+    forced = v != NULL && strcmp(v, "mma") == 0;
+  }
+  return !forced && p->wlayout == LOOM_WEIGHTS_OUT_IN && !(p->dtype == LOOM_FP32 && p->math == LOOM_MATH_FP32);
 }
 
 extern "C" cudaError_t loom_launch_moe(const loom_dev_comm *c, const loom_moe_params *p,
                                        const loom_moe_call *call, cudaStream_t stream) {
+  const int hop = use_hopper(p);
   switch (p->dtype) {
-  case LOOM_BF16: return launch_parts<TILE_BF16, 2>(c, p, call, stream);
-  case LOOM_FP16: return launch_parts<TILE_FP16, 2>(c, p, call, stream);
+  case LOOM_BF16:
+    return hop ? launch_parts<TILE_BF16, 2, 1>(c, p, call, stream) : launch_parts<TILE_BF16, 2, 0>(c, p, call, stream);
+  case LOOM_FP16:
+    return hop ? launch_parts<TILE_FP16, 2, 1>(c, p, call, stream) : launch_parts<TILE_FP16, 2, 0>(c, p, call, stream);
   default:
-    if (p->math == LOOM_MATH_FP32) return launch_parts<TILE_FP32, 2>(c, p, call, stream);
-    return launch_parts<TILE_TF32, 2>(c, p, call, stream);
+    if (p->math == LOOM_MATH_FP32) return launch_parts<TILE_FP32, 2, 0>(c, p, call, stream);
+    return hop ? launch_parts<TILE_TF32, 2, 1>(c, p, call, stream) : launch_parts<TILE_TF32, 2, 0>(c, p, call, stream);
   }
 }

@@ -72,6 +72,7 @@ typedef struct {
   size_t hdr_off, hdr_stride, hdr_parity_bytes, disp_off, ret_off, row_bytes;
   int slot_disp0, slot_ret0;
   uint32_t cfg_hash;   /* of the shape; travels after the counts in headers */
+  const char *win_base; /* this rank's window memory (host allocation's address), for TMA maps */
   /* private buffers */
   int32_t *ids;        /* [Tmax*K] routing used */
   float *wts;          /* [Tmax*K] */

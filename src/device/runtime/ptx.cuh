@@ -163,6 +163,13 @@ static __device__ __forceinline__ void ptx_fence_proxy_async_global(void) {
   asm volatile("fence.proxy.async.global;" ::: "memory");
 }
 
+/* Order this thread's earlier generic-proxy accesses of every state space
+ * before later async-proxy (TMA) ones, e.g. shared memory a kernel used for
+ * something else before it becomes a TMA destination. */
+static __device__ __forceinline__ void ptx_fence_proxy_async(void) {
+  asm volatile("fence.proxy.async;" ::: "memory");
+}
+
 /* TMA 2D tile load: box at element coordinates (c0 = inner/K, c1 = outer/row)
  * of `map` into shared `dst`; completes `bytes` on mbarrier `bar`. Out-of-bound
  * elements are zero-filled and still counted in the transaction bytes. */
