@@ -36,8 +36,9 @@
  * Bound: a lower bound on the layer time, max over GPUs of the largest of
  *   expert FLOPs of the rows it serves / GEMM ceiling,
  *   bytes it must send to other GPUs (dispatch + return rows) / NVLink ceiling,
- *   HBM bytes it must move / HBM ceiling: x read, y written, its experts'
- *     weights read once, each row it serves read once and its output
+ *   HBM bytes it must move / HBM ceiling: x read, y written, the weights
+ *     of its experts that get rows read once (at decode a few of them),
+ *     each row it serves read once and its output
  *     written once (the FFN intermediate could stay on chip).
  * Ceilings are measured here unless given by flags: cuBLAS GEMM at 8192^3
  * in --dtype (TF32 for fp32) on GPU 0; every GPU sending to every other at
@@ -155,6 +156,7 @@ typedef struct {
   loom_baseline_t base;
   double *us; /* this GPU's time of each timed iteration */
   int64_t rows_to[MOE_MAX_GPUS]; /* routed rows to each GPU (verified forward) */
+  unsigned char routed[CLI_MAX_EXPERTS]; /* expert e got >= 1 of this GPU's rows */
   int64_t wire_bytes;            /* bytes sent to other GPUs, last forward */
   /* host, per token count: the sampled rows */
   float *xs, *ys, *yref, *ws, *wref;
@@ -785,8 +787,12 @@ static int download(moe_bench *b, int d) {
   }
   g->wire_bytes = b->impl == IMPL_FUSED ? g->st.bytes_remote : loom_baseline_bytes_remote(g->base);
   for (int p = 0; p < b->ngpu; p++) g->rows_to[p] = 0;
+  memset(g->routed, 0, sizeof g->routed);
   for (size_t a = 0; a < (size_t)b->T * k; a++)
-    if (ids[a] >= 0 && ids[a] < b->E) g->rows_to[ids[a] / b->El]++;
+    if (ids[a] >= 0 && ids[a] < b->E) {
+      g->rows_to[ids[a] / b->El]++;
+      g->routed[ids[a]] = 1;
+    }
   rc = 0;
   /* fused: rows_sent per destination must match the routing it reports */
   for (int p = 0; b->impl == IMPL_FUSED && p < b->ngpu; p++)
@@ -1016,10 +1022,15 @@ static int read_phases(moe_bench *b, double phase[5]) {
 /* The bound of this token count (file comment), from the verified routing. */
 static double bound_us(const moe_bench *b) {
   const double H = (double)b->H, es = (double)b->es;
-  const double weights = (double)b->El * H * (double)(b->F1 + b->F) * es;
+  const double expert_bytes = H * (double)(b->F1 + b->F) * es;
   double worst = 0;
   for (int d = 0; d < b->ngpu; d++) {
-    double served = 0, wire = 0;
+    double served = 0, wire = 0, weights = 0;
+    for (int le = 0; le < b->El; le++) { /* only experts that get rows are read */
+      int any = 0;
+      for (int s = 0; s < b->ngpu && !any; s++) any = b->g[s].routed[d * b->El + le];
+      weights += any ? expert_bytes : 0.0;
+    }
     for (int s = 0; s < b->ngpu; s++) {
       served += (double)b->g[s].rows_to[d];
       if (s != d) wire += (double)b->g[d].rows_to[s] + (double)b->g[s].rows_to[d];

@@ -442,6 +442,7 @@ static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params 
   /* totals per expert -> kept -> region offsets (every block, same result) */
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
     int tot = 0;
+#pragma unroll 8
     for (int tl = 0; tl < ntiles; tl++) tot += __ldcg(&p.tile_counts[(size_t)tl * E + e]);
     sh.kept[e] = min(tot, cap);
   }
@@ -470,9 +471,19 @@ static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params 
     const int last = bx + (j1 - 1) * gx; /* the group's last tile */
     for (int e = threadIdx.x; e < E; e += blockDim.x) {
       int run = 0;
-      for (int tl = 0; tl <= last; tl++) {
-        if (tl >= bx + j0 * gx && (tl - bx) % gx == 0) base[((tl - bx) / gx - j0) * E + e] = run;
-        run += __ldcg(&p.tile_counts[(size_t)tl * E + e]);
+      /* eight loads in flight per step: the sum is a chain of L2 loads */
+      for (int tl0 = 0; tl0 <= last; tl0 += 8) {
+        int v[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+          v[u] = tl0 + u <= last ? __ldcg(&p.tile_counts[(size_t)(tl0 + u) * E + e]) : 0;
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+          const int tl = tl0 + u;
+          if (tl <= last && tl >= bx + j0 * gx && (tl - bx) % gx == 0)
+            base[((tl - bx) / gx - j0) * E + e] = run;
+          run += v[u];
+        }
       }
     }
     __syncthreads();
