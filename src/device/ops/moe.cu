@@ -430,6 +430,7 @@ static __device__ int capacity_of(const loom_moe_params &p, int T) {
 
 #define MOE_PLACE_BASE_BYTES 65536 /* <= every kernel's dynamic shared memory (the gate's partials alone) */
 static_assert(MOE_PLACE_BASE_BYTES <= GATE_SCRATCH_BYTES, "place bases fit in the gate's space");
+static_assert(LOOM_MOE_TT * LOOM_MOE_MAX_TOPK <= LOOM_MOE_MAX_EXPERTS, "a tile's ids fit in sh.work");
 static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params &p,
                                   const loom_moe_call &call, moe_shared &sh, uint64_t epoch,
                                   int *base) {
@@ -487,13 +488,17 @@ static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params 
       }
     }
     __syncthreads();
-    if (threadIdx.x == 0)
-      for (int j = j0; j < j1; j++) {
-        const int tile = bx + j * gx;
+    for (int j = j0; j < j1; j++) {
+      const int tile = bx + j * gx;
+      const int t0 = tile * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
+      /* the tile's ids into shared memory by all threads at once: thread 0's
+       * walk below is then a chain of shared, not L2, loads */
+      for (int i = t0 * K + threadIdx.x; i < t1 * K; i += blockDim.x) sh.work[i - t0 * K] = __ldcg(&p.ids[i]);
+      __syncthreads();
+      if (threadIdx.x == 0) {
         int *next = base + (j - j0) * E; /* next position of expert e */
-        const int t0 = tile * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
         for (int i = t0 * K; i < t1 * K; i++) {
-          const int e = __ldcg(&p.ids[i]);
+          const int e = sh.work[i - t0 * K];
           int row = -1;
           if (e >= 0) {
             const int pos = next[e]++;
@@ -505,7 +510,8 @@ static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params 
           p.dest_row[i] = row;
         }
       }
-    __syncthreads();
+      __syncthreads(); /* sh.work is refilled for the next tile */
+    }
   }
 
   /* header for destination d: kept rows per local expert, config hash,
@@ -907,12 +913,16 @@ static __device__ int moe_hop_producer(const loom_dev_comm &c, const loom_moe_pa
 
 /* Store a consumer WG's 64 x 256 accumulators (hopper_epilogue.cuh has the
  * fragment layout) to dst (row 0, column 0 of the task's output block, row
- * pitch in bytes): rows < rows, output columns < ncols. mode 0: as is;
- * 1: activation act; 2: SwiGLU, gate in columns [0, 128), up in [128, 256)
- * (chunk i pairs with chunk i + 16, in the same thread) -> 128 columns. */
-template <int DT>
+ * pitch in bytes): rows < rows, output columns < ncols. ACT (compile time:
+ * a runtime switch per element made the epilogue of the activated GEMM0
+ * twice as slow as the whole GEMM1 task, measured): MOE_HOP_AS_IS as is,
+ * LOOM_ACT_RELU / _GELU / _SILU applied per element, LOOM_ACT_SWIGLU gate in
+ * columns [0, 128), up in [128, 256) (chunk i pairs with chunk i + 16, in
+ * the same thread) -> 128 columns. */
+#define MOE_HOP_AS_IS (-1)
+template <int DT, int ACT>
 static __device__ __forceinline__ void moe_hop_store(const float *acc, char *dst, size_t pitch, int rows,
-                                                     int ncols, int mode, int act, int wg) {
+                                                     int ncols, int wg) {
   typedef typename elem<DT>::T T;
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
   const int rb = wg * 64 + warp * 16 + (lane >> 2), cb = 2 * (lane & 3);
@@ -921,7 +931,7 @@ static __device__ __forceinline__ void moe_hop_store(const float *acc, char *dst
     const int row = rb + 8 * h;
     if (row >= rows) continue;
     T *d = (T *)(dst + (size_t)row * pitch);
-    if (mode == 2) {
+    if (ACT == LOOM_ACT_SWIGLU) {
 #pragma unroll
       for (int i = 0; i < 16; i++) {
         const int col = 8 * i + cb;
@@ -935,13 +945,25 @@ static __device__ __forceinline__ void moe_hop_store(const float *acc, char *dst
         const int col = 8 * i + cb;
         if (col >= ncols) continue;
         float v0 = acc[4 * i + 2 * h], v1 = acc[4 * i + 2 * h + 1];
-        if (mode == 1) {
-          v0 = act_apply(act, v0);
-          v1 = act_apply(act, v1);
+        if (ACT != MOE_HOP_AS_IS) {
+          v0 = act_apply(ACT, v0);
+          v1 = act_apply(ACT, v1);
         }
         hop_store2(d + col, v0, v1);
       }
     }
+  }
+}
+
+/* GEMM0's epilogue with the layer's activation as a template argument. */
+template <int DT>
+static __device__ __forceinline__ void moe_hop_store_h(int act, const float *acc, char *dst, size_t pitch,
+                                                       int rows, int ncols, int wg) {
+  switch (act) {
+  case LOOM_ACT_RELU: moe_hop_store<DT, LOOM_ACT_RELU>(acc, dst, pitch, rows, ncols, wg); break;
+  case LOOM_ACT_GELU: moe_hop_store<DT, LOOM_ACT_GELU>(acc, dst, pitch, rows, ncols, wg); break;
+  case LOOM_ACT_SWIGLU: moe_hop_store<DT, LOOM_ACT_SWIGLU>(acc, dst, pitch, rows, ncols, wg); break;
+  default: moe_hop_store<DT, LOOM_ACT_SILU>(acc, dst, pitch, rows, ncols, wg); break;
   }
 }
 
@@ -969,7 +991,7 @@ static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_p
     if (t.gemm == 0) {
       const int c0 = t.nb * hc;
       char *dst = (char *)p.h + (t.row0 * p.F + (size_t)c0) * sizeof(T);
-      moe_hop_store<DT>(acc, dst, (size_t)p.F * sizeof(T), t.rows, min(hc, p.F - c0), p.gated ? 2 : 1, p.act, wg);
+      moe_hop_store_h<DT>(p.act, acc, dst, (size_t)p.F * sizeof(T), t.rows, min(hc, p.F - c0), wg);
       ptx_named_bar_sync(MOE_HOP_BAR_DONE, 256);
       if (threadIdx.x == 0) {
         __threadfence();
@@ -981,7 +1003,7 @@ static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_p
       char *dst = loom_peer_ptr(c, t.s, p.ret_off + ((size_t)c.rank * p.Cs + sh.roff[t.s * El + t.le] +
                                                      (size_t)t.tl * LOOM_MOE_BM) * p.row_bytes +
                                             (size_t)c0 * sizeof(T));
-      moe_hop_store<DT>(acc, dst, p.row_bytes, t.rows, min(CFG::BN, p.H - c0), 0, 0, wg);
+      moe_hop_store<DT, MOE_HOP_AS_IS>(acc, dst, p.row_bytes, t.rows, min(CFG::BN, p.H - c0), wg);
       ptx_named_bar_sync(MOE_HOP_BAR_DONE, 256);
       if (threadIdx.x == 0) {
         __threadfence_system();
