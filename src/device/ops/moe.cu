@@ -6,7 +6,7 @@
  * and slot), the ones inside a rank are two grid barriers and per-tile
  * counters. Every wait is bounded (transport.cuh).
  *
- *   1 gate      token tiles: logits (fp64, fixed order), softmax, top-k;
+ *   1 gate      token tiles: logits (fp64 tensor cores), softmax, top-k;
  *               or caller routing. Per-tile expert counts.     | barrier 1
  *   2 place     every block derives kept counts and the region offsets;
  *               each token tile places its assignments in token-major
@@ -23,6 +23,12 @@
  *               into the source's window; the tile's last GEMM1 signals it.
  *   5 combine   token tiles: wait for the tiles holding each choice,
  *               y = sum_j w_j * out_j in fp32, ascending j (deterministic).
+ *
+ * Two variants (moe_kernel's HOP): 384-thread blocks whose phase 4 runs on
+ * the Hopper wgmma + TMA engine (phase_experts_hop; K-major weights on
+ * bf16/fp16/TF32), and 256-thread blocks on the mma.sync engine
+ * (phase_experts: IN_OUT weights, exact fp32). Phases 1-3 and 5 are the
+ * same code for both.
  *
  * Trace (loom_moe_set_trace): with call.tr_events set, thread 0 of each
  * block records a slice per unit of work and per bounded wait that waited
