@@ -672,6 +672,65 @@ static __device__ int experts_prepare(const loom_dev_comm &c, const loom_moe_par
   return 1;
 }
 
+/* One expert-phase task from its ticket, for both engines (and both roles
+ * of the Hopper one): every GEMM0 task (all row tiles, local source first)
+ * before every GEMM1 -- a GEMM1 then rarely waits for its tile's GEMM0s
+ * (interleaving them per tile left about half the blocks waiting); nF / nH
+ * tasks per row tile, n0 = GEMM0 tasks in all. */
+struct moe_task {
+  int gemm;    /* 0 or 1 */
+  int s, le, tl, rows, nb, dep;
+  size_t row0; /* first row in the dispatch region / h of the tile */
+};
+
+static __device__ __forceinline__ moe_task moe_decode(const loom_dev_comm &c, const loom_moe_params &p,
+                                                      const moe_shared &sh, int ticket, int n0, int nF,
+                                                      int nH) {
+  moe_task t;
+  const int El = p.El, R = p.R;
+  t.gemm = ticket >= n0;
+  const int tile_idx = t.gemm ? (ticket - n0) / nH : ticket / nF;
+  t.nb = t.gemm ? (ticket - n0) % nH : ticket % nF;
+  int lo = 0, hi = R * El - 1; /* last i with tp[i] <= tile_idx */
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (sh.tp[mid] <= tile_idx) lo = mid; else hi = mid - 1;
+  }
+  t.s = (c.rank + lo / El) % R;
+  t.le = lo % El;
+  t.tl = tile_idx - sh.tp[lo];
+  t.rows = min(LOOM_MOE_BM, sh.rc[t.s * El + t.le] - t.tl * LOOM_MOE_BM);
+  t.row0 = (size_t)t.s * p.Cs + sh.roff[t.s * El + t.le] + (size_t)t.tl * LOOM_MOE_BM;
+  t.dep = (t.s * El + t.le) * p.TPE + t.tl;
+  return t;
+}
+
+/* Row 0, column c0 of GEMM1 task t's output: row i of (s, le, tile) returns
+ * to the same row of source s's return region. */
+static __device__ __forceinline__ char *ret_dst(const loom_dev_comm &c, const loom_moe_params &p,
+                                                const moe_shared &sh, const moe_task &t, int c0) {
+  return loom_peer_ptr(c, t.s, p.ret_off + ((size_t)c.rank * p.Cs + sh.roff[t.s * p.El + t.le] +
+                                            (size_t)t.tl * LOOM_MOE_BM) * p.row_bytes +
+                                   (size_t)c0 * p.es);
+}
+
+/* One thread, after the stores of every thread that wrote task t's output
+ * (ordered before by a barrier): count the task on its tile; the tile's
+ * last GEMM1 signals the source that its rows are back. */
+static __device__ __forceinline__ void task_done(const loom_dev_comm &c, const loom_moe_params &p,
+                                                 const moe_task &t, int nH, uint64_t epoch) {
+  if (t.gemm == 0) {
+    __threadfence();
+    atomicAdd(&p.done0[t.dep], 1u);
+    return;
+  }
+  __threadfence_system();
+  if (atomicAdd(&p.done1[t.dep], 1u) + 1 == (unsigned)nH) {
+    __threadfence_system();
+    loom_signal(c, t.s, p.slot_ret0 + t.le * p.TPE + t.tl, epoch);
+  }
+}
+
 template <int MATH, int PARTS>
 static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_params &p,
                                     const loom_moe_call &call, moe_shared &sh, uint64_t epoch,
@@ -701,40 +760,23 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
     __syncthreads();
     const int ticket = sh.value;
     if (ticket >= total) return 1;
-    /* every GEMM0 task (all row tiles, local source first) before every
-     * GEMM1: a GEMM1 then rarely waits for its tile's GEMM0s (interleaving
-     * them per tile left about half the blocks waiting) */
-    const int n0 = sh.tp[R * El] * nF;
-    const int tile_idx = ticket < n0 ? ticket / nF : (ticket - n0) / nH;
-    const int sub = ticket < n0 ? ticket % nF : nF + (ticket - n0) % nH;
-    /* (source, expert) of this row tile: last i with tp[i] <= tile_idx */
-    int lo = 0, hi = R * El - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (sh.tp[mid] <= tile_idx) lo = mid; else hi = mid - 1;
-    }
-    const int s = (c.rank + lo / El) % R, le = lo % El;
-    const int tl = tile_idx - sh.tp[lo];
-    const int rows = min(LOOM_MOE_BM, sh.rc[s * El + le] - tl * LOOM_MOE_BM);
-    const size_t row0 = (size_t)s * p.Cs + sh.roff[s * El + le] + (size_t)tl * LOOM_MOE_BM;
-    const int dep = (s * El + le) * p.TPE + tl;
-    tr_open(call, sh, TR_WORK, sub < nF ? LOOM_MOE_TRACE_GEMM0 : LOOM_MOE_TRACE_GEMM1, s, le, tl,
-            sub < nF ? sub : sub - nF);
+    const moe_task t = moe_decode(c, p, sh, ticket, sh.tp[R * El] * nF, nF, nH);
+    tr_open(call, sh, TR_WORK, t.gemm ? LOOM_MOE_TRACE_GEMM1 : LOOM_MOE_TRACE_GEMM0, t.s, t.le, t.tl, t.nb);
     tile_acc<PARTS> acc;
-    if (sub < nF) {
+    if (t.gemm == 0) {
       /* GEMM0 + activation -> h */
-      tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_DISPATCH, s, le, tl, 0);
-      if (!loom_block_wait(c, s, p.slot_disp0 + le * p.TPE + tl, epoch)) return 0;
+      tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_DISPATCH, t.s, t.le, t.tl, 0);
+      if (!loom_block_wait(c, t.s, p.slot_disp0 + t.le * p.TPE + t.tl, epoch)) return 0;
       tr_close(p, call, sh, TR_WAIT);
-      const int c0 = sub * h_cols;
+      const int c0 = t.nb * h_cols;
       const int cols = min(h_cols, p.F - c0);
       const int c1 = p.gated ? p.F + c0 : (cols > LOOM_MOE_BN ? c0 + LOOM_MOE_BN : c0);
-      const T *A = (const T *)loom_local_ptr(c, p.disp_off + row0 * p.row_bytes);
-      const T *B = (const T *)p.w1 + (size_t)le * p.H * f1; /* [H x F1] or [F1 x H] */
+      const T *A = (const T *)loom_local_ptr(c, p.disp_off + t.row0 * p.row_bytes);
+      const T *B = (const T *)p.w1 + (size_t)t.le * p.H * f1; /* [H x F1] or [F1 x H] */
       if (kn)
-        tile_gemm<MATH, PARTS, TILE_B_KN>(smem, A, p.H, rows, B, f1, c0, c1, p.H, acc);
+        tile_gemm<MATH, PARTS, TILE_B_KN>(smem, A, p.H, t.rows, B, f1, c0, c1, p.H, acc);
       else
-        tile_gemm<MATH, PARTS, TILE_B_NK>(smem, A, p.H, rows, B, p.H, c0, c1, p.H, acc);
+        tile_gemm<MATH, PARTS, TILE_B_NK>(smem, A, p.H, t.rows, B, p.H, c0, c1, p.H, acc);
       const int act = p.act, gated = p.gated;
       float gate_v = 0.f;
       tile_for_each<MATH, PARTS>(acc, bl, [&](int r, int col, int part, float v) {
@@ -748,49 +790,35 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
         stage[r * STAGE_LD + part * LOOM_MOE_BN + col] = elem<DT>::from(v);
       });
       __syncthreads();
-      char *hrow = (char *)p.h + (row0 * p.F + (size_t)c0) * sizeof(T);
-      store_tile<T>(hrow, (size_t)p.F * sizeof(T), stage, rows, cols);
+      char *hrow = (char *)p.h + (t.row0 * p.F + (size_t)c0) * sizeof(T);
+      store_tile<T>(hrow, (size_t)p.F * sizeof(T), stage, t.rows, cols);
       __syncthreads();
-      if (threadIdx.x == 0) {
-        __threadfence();
-        atomicAdd(&p.done0[dep], 1u);
-      }
+      if (threadIdx.x == 0) task_done(c, p, t, nH, epoch);
       tr_close(p, call, sh, TR_WORK);
     } else {
       /* GEMM1 -> straight into the source's window */
-      const int c0 = (sub - nF) * W;
+      const int c0 = t.nb * W;
       const int cols = min(W, p.H - c0);
       const int c1 = cols > LOOM_MOE_BN ? c0 + LOOM_MOE_BN : c0;
       int failed = 0;
-      tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_GEMM0, s, le, tl, nF);
+      tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_GEMM0, t.s, t.le, t.tl, nF);
       if (threadIdx.x == 0)
-        failed = !loom_wait_local_geq(c, &p.done0[dep], (uint32_t)nF, LOOM_WAIT_TILE_DEP, dep);
+        failed = !loom_wait_local_geq(c, &p.done0[t.dep], (uint32_t)nF, LOOM_WAIT_TILE_DEP, t.dep);
       if (__syncthreads_or(failed)) return 0;
       tr_close(p, call, sh, TR_WAIT);
-      const T *A = (const T *)p.h + row0 * p.F;
-      const T *B = (const T *)p.w2 + (size_t)le * p.F * p.H; /* [F x H] or [H x F] */
+      const T *A = (const T *)p.h + t.row0 * p.F;
+      const T *B = (const T *)p.w2 + (size_t)t.le * p.F * p.H; /* [F x H] or [H x F] */
       if (kn)
-        tile_gemm<MATH, PARTS, TILE_B_KN>(smem, A, p.F, rows, B, p.H, c0, c1, p.F, acc);
+        tile_gemm<MATH, PARTS, TILE_B_KN>(smem, A, p.F, t.rows, B, p.H, c0, c1, p.F, acc);
       else
-        tile_gemm<MATH, PARTS, TILE_B_NK>(smem, A, p.F, rows, B, p.F, c0, c1, p.F, acc);
+        tile_gemm<MATH, PARTS, TILE_B_NK>(smem, A, p.F, t.rows, B, p.F, c0, c1, p.F, acc);
       tile_for_each<MATH, PARTS>(acc, bl, [&](int r, int col, int part, float v) {
         stage[r * STAGE_LD + part * LOOM_MOE_BN + col] = elem<DT>::from(v);
       });
       __syncthreads();
-      /* row i of (s, le, tile) returns to the same row of s's return region */
-      char *ret = loom_peer_ptr(c, s, p.ret_off + ((size_t)c.rank * p.Cs + sh.roff[s * El + le] +
-                                                   (size_t)tl * LOOM_MOE_BM) * p.row_bytes +
-                                          (size_t)c0 * sizeof(T));
-      store_tile<T>(ret, p.row_bytes, stage, rows, cols);
+      store_tile<T>(ret_dst(c, p, sh, t, c0), p.row_bytes, stage, t.rows, cols);
       __syncthreads();
-      if (threadIdx.x == 0) {
-        __threadfence_system();
-        const unsigned done = atomicAdd(&p.done1[dep], 1u) + 1;
-        if (done == (unsigned)nH) {
-          __threadfence_system();
-          loom_signal(c, s, p.slot_ret0 + le * p.TPE + tl, epoch);
-        }
-      }
+      if (threadIdx.x == 0) task_done(c, p, t, nH, epoch);
       tr_close(p, call, sh, TR_WORK);
     }
   }
@@ -830,35 +858,6 @@ template <> struct moe_hop<TILE_TF32> { typedef hop_cfg<HOP_TF32, 128, 256, 4, H
 struct moe_maps {
   CUtensorMap a0, b0, a1, b1;
 };
-
-/* One task of the phase, from its ticket (every role decodes the same way). */
-struct moe_task {
-  int gemm;    /* 0 or 1 */
-  int s, le, tl, rows, nb, dep;
-  size_t row0; /* first row in the dispatch region / h of the tile */
-};
-
-static __device__ __forceinline__ moe_task moe_decode(const loom_dev_comm &c, const loom_moe_params &p,
-                                                      const moe_shared &sh, int ticket, int n0, int nF,
-                                                      int nH) {
-  moe_task t;
-  const int El = p.El, R = p.R;
-  t.gemm = ticket >= n0;
-  const int tile_idx = t.gemm ? (ticket - n0) / nH : ticket / nF;
-  t.nb = t.gemm ? (ticket - n0) % nH : ticket % nF;
-  int lo = 0, hi = R * El - 1; /* last i with tp[i] <= tile_idx */
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (sh.tp[mid] <= tile_idx) lo = mid; else hi = mid - 1;
-  }
-  t.s = (c.rank + lo / El) % R;
-  t.le = lo % El;
-  t.tl = tile_idx - sh.tp[lo];
-  t.rows = min(LOOM_MOE_BM, sh.rc[t.s * El + t.le] - t.tl * LOOM_MOE_BM);
-  t.row0 = (size_t)t.s * p.Cs + sh.roff[t.s * El + t.le] + (size_t)t.tl * LOOM_MOE_BM;
-  t.dep = (t.s * El + t.le) * p.TPE + t.tl;
-  return t;
-}
 
 /* Producer: one thread. Returns 1 when a wait failed (error raised). */
 template <class CFG>
@@ -979,7 +978,6 @@ static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_p
                                         volatile int32_t *task_of, uint64_t epoch, int n0, int nF, int nH,
                                         int wg) {
   typedef typename elem<DT>::T T;
-  const int El = p.El;
   const int hc = p.gated ? CFG::BN / 2 : CFG::BN;
   const uint64_t da0 = hop_desc(sm.a + wg * 64 * 128), db0 = hop_desc(sm.b);
   float acc[CFG::acc_regs];
@@ -998,28 +996,13 @@ static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_p
       const int c0 = t.nb * hc;
       char *dst = (char *)p.h + (t.row0 * p.F + (size_t)c0) * sizeof(T);
       moe_hop_store_h<DT>(p.act, acc, dst, (size_t)p.F * sizeof(T), t.rows, min(hc, p.F - c0), wg);
-      ptx_named_bar_sync(MOE_HOP_BAR_DONE, 256);
-      if (threadIdx.x == 0) {
-        __threadfence();
-        atomicAdd(&p.done0[t.dep], 1u);
-      }
     } else {
       const int c0 = t.nb * CFG::BN;
-      /* row i of (s, le, tile) returns to the same row of s's return region */
-      char *dst = loom_peer_ptr(c, t.s, p.ret_off + ((size_t)c.rank * p.Cs + sh.roff[t.s * El + t.le] +
-                                                     (size_t)t.tl * LOOM_MOE_BM) * p.row_bytes +
-                                            (size_t)c0 * sizeof(T));
-      moe_hop_store<DT, MOE_HOP_AS_IS>(acc, dst, p.row_bytes, t.rows, min(CFG::BN, p.H - c0), wg);
-      ptx_named_bar_sync(MOE_HOP_BAR_DONE, 256);
-      if (threadIdx.x == 0) {
-        __threadfence_system();
-        const unsigned done = atomicAdd(&p.done1[t.dep], 1u) + 1;
-        if (done == (unsigned)nH) {
-          __threadfence_system();
-          loom_signal(c, t.s, p.slot_ret0 + t.le * p.TPE + t.tl, epoch);
-        }
-      }
+      moe_hop_store<DT, MOE_HOP_AS_IS>(acc, ret_dst(c, p, sh, t, c0), p.row_bytes, t.rows,
+                                       min(CFG::BN, p.H - c0), wg);
     }
+    ptx_named_bar_sync(MOE_HOP_BAR_DONE, 256); /* both consumer WGs' stores */
+    if (threadIdx.x == 0) task_done(c, p, t, nH, epoch);
     tr_close(p, call, sh, TR_WORK);
   }
 }
