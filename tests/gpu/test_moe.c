@@ -1438,6 +1438,14 @@ typedef struct {
   double worst;  /* worst row error over local ranks */
 } case_report;
 
+/* Case c's weights and every rank's x and routing into d (host); a failure
+ * is a failed check. */
+static int gen_case(const moe_case *c, host_data *d, const char *desc) {
+  if (gen_weights(c, d) == 0 && gen_inputs(c, d) == 0) return 0;
+  CHECK(0, "host data generation failed [%s]", desc);
+  return -1;
+}
+
 /* Run one case on the local ranks. repeats == 2 also runs a second forward
  * into y2 and requires it bitwise equal. rep (may be NULL) receives the
  * reference time and the worst row error. Returns -1 when the
@@ -1455,10 +1463,7 @@ static int run_case(rank_ctx *cs, int nlocal, const moe_case *c, host_data *d, i
     CHECK_SKIP("experts %% nranks != 0 [%s]", desc);
     return 0;
   }
-  if (gen_weights(c, d) != 0 || gen_inputs(c, d) != 0) {
-    CHECK(0, "host data generation failed [%s]", desc);
-    return -1;
-  }
+  if (gen_case(c, d, desc) != 0) return -1;
   for (int i = 0; i < nlocal; i++)
     if (upload_weights(&cs[i], c, d) != 0 || upload_inputs(&cs[i], c, d) != 0) return -1;
   if (sync_devices(cs, nlocal) != 0 || setup_layers(cs, nlocal, c, desc) != 0) return -1;
@@ -1504,10 +1509,7 @@ static int run_layouts(rank_ctx *cs, int nlocal, moe_case *c, host_data *d) {
   describe(c, desc, sizeof desc);
   watchdog(CASE_DEADLINE_S, "%s", desc);
   local_ranks(cs, nlocal, ranks);
-  if (gen_weights(c, d) != 0 || gen_inputs(c, d) != 0) {
-    CHECK(0, "host data generation failed [%s]", desc);
-    return -1;
-  }
+  if (gen_case(c, d, desc) != 0) return -1;
   for (int i = 0; i < nlocal; i++)
     if (upload_inputs(&cs[i], c, d) != 0) return -1;
   int fatal = 0;
@@ -1778,10 +1780,7 @@ static int run_trace(rank_ctx *cs, int nlocal, const moe_case *c, host_data *d) 
   describe(c, desc, sizeof desc);
   watchdog(CASE_DEADLINE_S, "%s", desc);
   local_ranks(cs, nlocal, ranks);
-  if (gen_weights(c, d) != 0 || gen_inputs(c, d) != 0) {
-    CHECK(0, "host data generation failed [%s]", desc);
-    return -1;
-  }
+  if (gen_case(c, d, desc) != 0) return -1;
   for (int i = 0; i < nlocal; i++)
     if (upload_weights(&cs[i], c, d) != 0 || upload_inputs(&cs[i], c, d) != 0) return -1;
   if (sync_devices(cs, nlocal) != 0 || setup_layers(cs, nlocal, c, desc) != 0) return -1;
