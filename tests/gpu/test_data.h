@@ -38,6 +38,22 @@ static inline double rng_unit(rng_t *r) { return (double)(rng_next(r) >> 11) * 0
 static inline double rng_sym(rng_t *r) { return 2.0 * rng_unit(r) - 1.0; }                  /* [-1,1) */
 static inline int rng_int(rng_t *r, int n) { return (int)(rng_next(r) % (uint64_t)n); }      /* [0,n) */
 
+/* T tokens of caller routing from r: k distinct experts per token (a
+ * partial Fisher-Yates shuffle of 0..E-1; pool: E ints of scratch), weights
+ * in [0.05, 1). */
+static inline void gen_random_routing(rng_t *r, int E, int k, int T, int *pool, int32_t *ids, float *wts) {
+  for (int t = 0; t < T; t++) {
+    for (int e = 0; e < E; e++) pool[e] = e;
+    for (int j = 0; j < k; j++) {
+      const int q = j + rng_int(r, E - j), s = pool[q];
+      pool[q] = pool[j];
+      pool[j] = s;
+      ids[(size_t)t * k + j] = s;
+      wts[(size_t)t * k + j] = (float)(0.05 + 0.95 * rng_unit(r));
+    }
+  }
+}
+
 static inline size_t dtype_bytes(int dtype) { return dtype == LOOM_FP32 ? 4 : 2; }
 
 /* Elements of `n` (each `size` bytes) at p that are still all 0xFF (the

@@ -416,16 +416,7 @@ static void gen_x(const loom_moe_config_t *c, uint64_t key, int rank, int T, flo
 static void gen_routing(int E, int k, uint64_t key, int rank, int T, int32_t *ids, float *wts) {
   int pool[MAX_EXPERTS];
   rng_t r = rng_make(key, KIND_ROUTE, rank);
-  for (int t = 0; t < T; t++) {
-    for (int e = 0; e < E; e++) pool[e] = e;
-    for (int j = 0; j < k; j++) {
-      const int q = j + rng_int(&r, E - j), s = pool[q];
-      pool[q] = pool[j];
-      pool[j] = s;
-      ids[(size_t)t * k + j] = s;
-      wts[(size_t)t * k + j] = (float)(0.05 + 0.95 * rng_unit(&r));
-    }
-  }
+  gen_random_routing(&r, E, k, T, pool, ids, wts);
 }
 
 /* ---- forwards ------------------------------------------------------------------------------- */

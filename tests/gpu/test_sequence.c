@@ -252,16 +252,7 @@ static void gen_routing(int l, int R, int call, int rank, int T, int32_t *ids, f
   int *pool = malloc((size_t)E * sizeof *pool);
   if (pool == NULL) return;
   rng_t r = rng_make(layer_key(l, R) ^ ((uint64_t)call << 20), KIND_ROUTE, rank);
-  for (int t = 0; t < T; t++) {
-    for (int e = 0; e < E; e++) pool[e] = e;
-    for (int j = 0; j < k; j++) {
-      const int q = j + rng_int(&r, E - j), s = pool[q];
-      pool[q] = pool[j];
-      pool[j] = s;
-      ids[(size_t)t * k + j] = s;
-      wts[(size_t)t * k + j] = (float)(0.05 + 0.95 * rng_unit(&r));
-    }
-  }
+  gen_random_routing(&r, E, k, T, pool, ids, wts);
   free(pool);
 }
 
