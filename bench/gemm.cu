@@ -100,6 +100,8 @@ struct options {
   int dg_same_stream;/* 1 (default): device-groups checks publish the table in stream order;
                         0 (--dg-concurrent): from a concurrent kernel */
   int ks[8], nks;    /* --k: grouped timed shapes only with these K (none: all) */
+  int pair_stores;   /* --stores pairs: the epilogue's 4/8-byte column-pair stores
+                        (hop_params.store16 = 0) instead of 16-byte quad stores */
 };
 static options g_opt;
 static int g_num_sms, g_l2_bytes;
@@ -314,9 +316,13 @@ static cudaError_t plan_case(const gcase *c, gbufs *b, uint64_t timeout_ns, int 
   pr.num_sms = g_num_sms;
   pr.raster_m = g_opt.raster_m;
   pr.split_k = var_split(var);
-  if (c->dtype == HOP_BF16) return plan_dt<HOP_BF16>(c->cfg, var, &b->plan, &pr);
-  if (c->dtype == HOP_FP16) return plan_dt<HOP_FP16>(c->cfg, var, &b->plan, &pr);
-  return plan_dt<HOP_TF32>(c->cfg, var, &b->plan, &pr);
+  /* row_ptr entries point at rows of C (pitch n_out) */
+  pr.row_ptr_align16 = (b->n_out * out_esize(c->out)) % 16 == 0;
+  cudaError_t e = c->dtype == HOP_BF16   ? plan_dt<HOP_BF16>(c->cfg, var, &b->plan, &pr)
+                  : c->dtype == HOP_FP16 ? plan_dt<HOP_FP16>(c->cfg, var, &b->plan, &pr)
+                                         : plan_dt<HOP_TF32>(c->cfg, var, &b->plan, &pr);
+  if (e == cudaSuccess && g_opt.pair_stores) b->plan.params.store16 = 0;
+  return e;
 }
 
 /* The instantiations this program builds (each in every variant of its
@@ -1082,7 +1088,7 @@ static void usage(void) {
   printf("usage: gemm [--debug] [--check-only] [--quick] [--dtype bf16|fp16|tf32] "
          "[--shape dense|grouped|smallm] [--variant v1,w1,pp,sk2,sk4,pp2,w1c2,sm2,sm2h] [--k K1,K2,..] [--raster M] "
          "[--iters N] [--seed S] "
-         "[--threads T] [--device-groups] [--dg-concurrent]\n");
+         "[--threads T] [--device-groups] [--dg-concurrent] [--stores v4|pairs]\n");
 }
 
 int main(int argc, char **argv) {
@@ -1115,6 +1121,14 @@ int main(int argc, char **argv) {
       for (char *tok = strtok(buf, ","); tok && g_opt.nks < 8; tok = strtok(NULL, ",")) g_opt.ks[g_opt.nks++] = atoi(tok);
     }
     else if (!strcmp(s, "--dg-concurrent")) g_opt.dg_same_stream = 0;
+    else if (!strcmp(s, "--stores") && i + 1 < argc) {
+      const char *d = argv[++i];
+      g_opt.pair_stores = !strcmp(d, "pairs") ? 1 : !strcmp(d, "v4") ? 0 : -1;
+      if (g_opt.pair_stores < 0) {
+        usage();
+        return 2;
+      }
+    }
     else if (!strcmp(s, "--variant") && i + 1 < argc) {
       char buf[128];
       snprintf(buf, sizeof(buf), "%s", argv[++i]);

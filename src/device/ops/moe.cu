@@ -88,9 +88,11 @@ struct moe_shared {
 
 /* Reserve room for the gathered events with one atomicAdd and store them;
  * those at or past the capacity are only counted (dropped). Thread 0.
- * Scalars, not the param structs, so the out-of-line call needs no stack. */
-static __device__ __noinline__ void trace_flush(moe_trace_sh *ts, loom_moe_trace_event_t *events,
-                                                long long capacity, unsigned long long *next) {
+ * Inline, as trace_close: an out-of-line call inside the tile engine's
+ * consumer region caps that region's registers at the kernel's entry budget
+ * (168), and the epilogue spilled. */
+static __device__ __forceinline__ void trace_flush(moe_trace_sh *ts, loom_moe_trace_event_t *events,
+                                                   long long capacity, unsigned long long *next) {
   const int n = ts->n;
   if (n == 0) return;
   const unsigned long long base = atomicAdd(next, (unsigned long long)n);
@@ -106,9 +108,9 @@ static __device__ __noinline__ void trace_flush(moe_trace_sh *ts, loom_moe_trace
 
 /* Close the open slice `slot` now: gather it (a wait shorter than
  * LOOM_MOE_TRACE_MIN_WAIT_NS is forgotten), flush a full batch. Thread 0. */
-static __device__ __noinline__ void trace_close(moe_trace_sh *ts, int slot,
-                                                loom_moe_trace_event_t *events,
-                                                long long capacity, unsigned long long *next) {
+static __device__ __forceinline__ void trace_close(moe_trace_sh *ts, int slot,
+                                                   loom_moe_trace_event_t *events,
+                                                   long long capacity, unsigned long long *next) {
   const uint64_t end = ptx_globaltimer_ns();
   const loom_moe_trace_event_t &o = ts->open[slot];
   if (o.kind >= LOOM_MOE_TRACE_FIRST_WAIT && end - o.start_ns < LOOM_MOE_TRACE_MIN_WAIT_NS) return;
@@ -189,7 +191,10 @@ static __device__ __forceinline__ float act_apply(int act, float v) {
   switch (act) {
   case LOOM_ACT_RELU: return v > 0.f ? v : 0.f;
   case LOOM_ACT_GELU: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-  default: return v / (1.f + __expf(-v)); /* SiLU (and SwiGLU's gate) */
+  /* SiLU (and SwiGLU's gate). __fdividef: a plain '/' carries an IEEE
+   * slow-path subroutine call, and a call inside the tile engine's consumer
+   * region caps its registers at the kernel's entry budget (spills) */
+  default: return __fdividef(v, 1.f + __expf(-v));
   }
 }
 
@@ -859,12 +864,14 @@ struct moe_maps {
   CUtensorMap a0, b0, a1, b1;
 };
 
-/* Producer: one thread. Returns 1 when a wait failed (error raised). */
+/* Producer: one thread, at the producer's register budget: its waits only
+ * poll (no out-of-line call, transport.cuh). Returns 1 when a wait failed,
+ * with *fail to settle once the registers are back. */
 template <class CFG>
 static __device__ int moe_hop_producer(const loom_dev_comm &c, const loom_moe_params &p,
                                        const moe_shared &sh, const hop_smem &sm,
                                        volatile int32_t *task_of, const moe_maps &maps, uint64_t epoch,
-                                       int n0, int total, int nF, int nH) {
+                                       int n0, int total, int nF, int nH, loom_wait_fail *fail) {
   uint32_t stage = 0, phase = 0;
   const int hc = p.gated ? CFG::BN / 2 : CFG::BN; /* h columns of a GEMM0 task */
   const int f1 = p.gated ? 2 * p.F : p.F;
@@ -874,8 +881,8 @@ static __device__ int moe_hop_producer(const loom_dev_comm &c, const loom_moe_pa
     moe_task t;
     if (ticket < total) {
       t = moe_decode(c, p, sh, ticket, n0, nF, nH);
-      ok = t.gemm == 0 ? loom_wait_signal(c, t.s, p.slot_disp0 + t.le * p.TPE + t.tl, epoch)
-                       : loom_wait_local_geq(c, &p.done0[t.dep], (uint32_t)nF, LOOM_WAIT_TILE_DEP, t.dep);
+      ok = t.gemm == 0 ? loom_poll_signal(c, t.s, p.slot_disp0 + t.le * p.TPE + t.tl, epoch, fail)
+                       : loom_poll_local_geq(c, &p.done0[t.dep], (uint32_t)nF, LOOM_WAIT_TILE_DEP, t.dep, fail);
       if (ok) ptx_fence_proxy_async_global(); /* TMA reads after the acquire */
     }
     hop_mbar_wait(&sm.empty[stage], phase ^ 1);
@@ -923,38 +930,45 @@ static __device__ int moe_hop_producer(const loom_dev_comm &c, const loom_moe_pa
  * twice as slow as the whole GEMM1 task, measured): MOE_HOP_AS_IS as is,
  * LOOM_ACT_RELU / _GELU / _SILU applied per element, LOOM_ACT_SWIGLU gate in
  * columns [0, 128), up in [128, 256) (chunk i pairs with chunk i + 16, in
- * the same thread) -> 128 columns. */
+ * the same thread) -> 128 columns. 16-bit outputs go out 16 bytes per lane
+ * after a quad transpose (rows here are 16-byte aligned: pitches are
+ * multiples of 64 elements, bases of 16 bytes); fp32 as column pairs. */
 #define MOE_HOP_AS_IS (-1)
+template <int ACT>
+static __device__ __forceinline__ float moe_hop_val(const float *acc, int chunk, int h, int e) {
+  const float v = acc[4 * chunk + 2 * h + e];
+  if (ACT == LOOM_ACT_SWIGLU) return act_apply(LOOM_ACT_SILU, v) * acc[4 * (chunk + 16) + 2 * h + e];
+  return ACT == MOE_HOP_AS_IS ? v : act_apply(ACT, v);
+}
 template <int DT, int ACT>
 static __device__ __forceinline__ void moe_hop_store(const float *acc, char *dst, size_t pitch, int rows,
                                                      int ncols, int wg) {
   typedef typename elem<DT>::T T;
+  constexpr int NOUT = ACT == LOOM_ACT_SWIGLU ? 16 : 32; /* 8-column output chunks */
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
-  const int rb = wg * 64 + warp * 16 + (lane >> 2), cb = 2 * (lane & 3);
+  const int rb = wg * 64 + warp * 16 + (lane >> 2), q = lane & 3;
 #pragma unroll
   for (int h = 0; h < 2; h++) {
     const int row = rb + 8 * h;
-    if (row >= rows) continue;
+    const bool live = row < rows;
     T *d = (T *)(dst + (size_t)row * pitch);
-    if (ACT == LOOM_ACT_SWIGLU) {
+    if constexpr (DT != LOOM_FP32) {
 #pragma unroll
-      for (int i = 0; i < 16; i++) {
-        const int col = 8 * i + cb;
-        if (col < ncols)
-          hop_store2(d + col, act_apply(LOOM_ACT_SILU, acc[4 * i + 2 * h]) * acc[4 * (i + 16) + 2 * h],
-                     act_apply(LOOM_ACT_SILU, acc[4 * i + 2 * h + 1]) * acc[4 * (i + 16) + 2 * h + 1]);
+      for (int a = 0; a < NOUT / 4; a++) { /* every lane: the transpose shuffles */
+        uint32_t w[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+          w[k] = hop_pack2((T *)0, moe_hop_val<ACT>(acc, 4 * a + k, h, 0), moe_hop_val<ACT>(acc, 4 * a + k, h, 1));
+        const uint4 v = hop_quad_transpose(w[0], w[1], w[2], w[3]);
+        const int col = 32 * a + 8 * q;
+        if (live && col < ncols) hop_store16(d + col, v);
       }
     } else {
+      if (!live) continue;
 #pragma unroll
-      for (int i = 0; i < 32; i++) {
-        const int col = 8 * i + cb;
-        if (col >= ncols) continue;
-        float v0 = acc[4 * i + 2 * h], v1 = acc[4 * i + 2 * h + 1];
-        if (ACT != MOE_HOP_AS_IS) {
-          v0 = act_apply(ACT, v0);
-          v1 = act_apply(ACT, v1);
-        }
-        hop_store2(d + col, v0, v1);
+      for (int i = 0; i < NOUT; i++) {
+        const int col = 8 * i + 2 * q;
+        if (col < ncols) hop_store2(d + col, moe_hop_val<ACT>(acc, i, h, 0), moe_hop_val<ACT>(acc, i, h, 1));
       }
     }
   }
@@ -1046,11 +1060,13 @@ static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_p
   const int wg = threadIdx.x / 128;
   int failed = 0;
   if (wg == 2) {
+    loom_wait_fail fail;
     ptx_setmaxnreg_dec<CFG::producer_regs>();
     if ((threadIdx.x & 127) == 0)
-      failed = moe_hop_producer<CFG>(c, p, sh, sm, task_of, maps, epoch, n0, total, nF, nH);
+      failed = moe_hop_producer<CFG>(c, p, sh, sm, task_of, maps, epoch, n0, total, nF, nH, &fail);
     ptx_named_bar_sync(MOE_HOP_BAR_PRODUCER, 128); /* the whole WG back together */
     ptx_setmaxnreg_inc<CFG::entry_regs>();
+    if (failed) loom_wait_settle(c, fail); /* out of line: only at the full budget */
   } else {
     ptx_setmaxnreg_inc<CFG::consumer_regs>();
     moe_hop_consumer<CFG, DT>(c, p, call, sh, sm, task_of, epoch, n0, nF, nH, wg);

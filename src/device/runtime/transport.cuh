@@ -289,12 +289,63 @@ static __device__ __forceinline__ int loom_block_aborted(const loom_dev_comm &c)
   return __syncthreads_or(stop);
 }
 
-/* Wait, from ONE thread, until flags[src][slot] in our window reaches
- * `epoch`. Returns 1 when it did, 0 when this communicator aborted (ours or
- * a peer's error) or the wait ran past c.timeout_ns (then the fault is
- * recorded here as `what`). Never spins unbounded. */
-static __device__ __forceinline__ int loom_wait_flag(const loom_dev_comm &c, int src, int slot,
-                                                     uint64_t epoch, int what) {
+/* ---- bounded waits ----
+ * Each wait is a poll (inline, no call) plus, on failure, a settle step
+ * that records the fault out of line. A role running at a reduced register
+ * budget (setmaxnreg.dec: the tile engine's producer) must not make an
+ * out-of-line call: ptxas then ignores every setmaxnreg of the kernel
+ * (C7507) and the consumers lose their registers. Such a role calls the
+ * poll, keeps the loom_wait_fail, and settles it once back at the full
+ * budget; everyone else calls the wait (poll + settle). */
+
+/* Why a poll failed. status 0: the kernel is aborting (our flag, or a
+ * peer's fault in our abort record, which settling copies); otherwise the
+ * fault to raise (LOOM_TIMEOUT, LOOM_INVALID_USAGE) and its fields. */
+struct loom_wait_fail {
+  int status, peer, what, slot;
+  uint64_t epoch, observed, waited_ns;
+};
+
+/* Whether this kernel must stop, without any call: loom_check_abort's two
+ * loads (our abort flag, our abort record's status). */
+static __device__ __forceinline__ int loom_abort_seen(const loom_dev_comm &c) {
+  if (ptx_ld_relaxed_gpu_s32(&c.ctrl->abort)) return 1;
+  return ptx_ld_acquire_sys_s32((const int32_t *)&loom_abort_ptr(c.window, c.rank)->fault.status) != 0;
+}
+
+/* Poll-loop bookkeeping shared by every poll: every LOOM_WAIT_CHECK_EVERY
+ * polls, stop on an abort or past c.timeout_ns (then f says what timed out). */
+static __device__ __forceinline__ int loom_poll_give_up(const loom_dev_comm &c, uint32_t polls, uint64_t start,
+                                                        int peer, int what, int slot, uint64_t want,
+                                                        uint64_t seen, loom_wait_fail *f) {
+  if (polls % LOOM_WAIT_CHECK_EVERY) return 0;
+  if (loom_abort_seen(c)) {
+    f->status = 0;
+    return 1;
+  }
+  const uint64_t waited = ptx_globaltimer_ns() - start;
+  if (waited <= c.timeout_ns) return 0;
+  f->status = LOOM_TIMEOUT;
+  f->peer = peer;
+  f->what = what;
+  f->slot = slot;
+  f->epoch = want;
+  f->observed = seen;
+  f->waited_ns = waited;
+  return 1;
+}
+
+/* Record a failed poll's fault (or copy a peer's, and raise the abort flag). */
+static __device__ __forceinline__ void loom_wait_settle(const loom_dev_comm &c, const loom_wait_fail &f) {
+  if (f.status == 0) loom_check_abort(c);
+  else LOOM_RAISE(c, f.status, f.peer, f.what, f.slot, f.epoch, f.observed, f.waited_ns);
+}
+
+/* Poll, from ONE thread, until flags[src][slot] in our window reaches
+ * `epoch`: 1 when it did, 0 (f filled) on abort or past c.timeout_ns.
+ * Never spins unbounded. */
+static __device__ __forceinline__ int loom_poll_flag(const loom_dev_comm &c, int src, int slot, uint64_t epoch,
+                                                     int what, loom_wait_fail *f) {
   const uint64_t *flag = loom_flag_ptr(c, c.rank, src, slot);
   uint64_t seen = ptx_ld_acquire_sys_u64(flag);
   if (seen >= epoch) return 1;
@@ -302,37 +353,57 @@ static __device__ __forceinline__ int loom_wait_flag(const loom_dev_comm &c, int
   for (uint32_t polls = 1;; ++polls) {
     seen = ptx_ld_acquire_sys_u64(flag);
     if (seen >= epoch) return 1;
-    if (polls % LOOM_WAIT_CHECK_EVERY == 0) {
-      if (loom_check_abort(c)) return 0;
-      const uint64_t waited = ptx_globaltimer_ns() - start;
-      if (waited > c.timeout_ns) {
-        LOOM_RAISE(c, LOOM_TIMEOUT, src, what, slot, epoch, seen, waited);
-        return 0;
-      }
-    }
+    if (loom_poll_give_up(c, polls, start, src, what, slot, epoch, seen, f)) return 0;
   }
 }
 
-/* Wait, from ONE thread, for src's signal `slot` of call `epoch`, then check
- * src's call tag: it must be this call of this operator (a signal value
- * alone cannot tell, flags only grow). A different tag raises
- * LOOM_INVALID_USAGE (what = LOOM_WAIT_CALL_MISMATCH) and returns 0. */
-static __device__ __forceinline__ int loom_wait_signal(const loom_dev_comm &c, int src,
-                                                       int slot, uint64_t epoch) {
-  if (!loom_wait_flag(c, src, slot, epoch, LOOM_WAIT_SIGNAL)) return 0;
-  const uint64_t want = loom_call_tag(epoch, c.op);
-  const uint64_t tag = ptx_ld_acquire_sys_u64(loom_flag_ptr(c, c.rank, src, loom_tag_slot(c)));
-  if (tag == want) return 1;
-  LOOM_RAISE(c, LOOM_INVALID_USAGE, src, LOOM_WAIT_CALL_MISMATCH, slot, want, tag, 0);
+/* Wait, from ONE thread, until flags[src][slot] in our window reaches
+ * `epoch`. Returns 1 when it did, 0 when this communicator aborted (ours or
+ * a peer's error) or the wait ran past c.timeout_ns (then the fault is
+ * recorded here as `what`). */
+static __device__ __forceinline__ int loom_wait_flag(const loom_dev_comm &c, int src, int slot,
+                                                     uint64_t epoch, int what) {
+  loom_wait_fail f;
+  if (loom_poll_flag(c, src, slot, epoch, what, &f)) return 1;
+  loom_wait_settle(c, f);
   return 0;
 }
 
-/* Bounded wait, from ONE thread, for a counter in this GPU's memory that
- * other blocks of the same kernel advance (acquire at GPU scope). `what`
- * and `slot` describe it in the fault record. */
-static __device__ __forceinline__ int loom_wait_local_geq(const loom_dev_comm &c,
-                                                          const uint32_t *counter,
-                                                          uint32_t target, int what, int slot) {
+/* Poll, from ONE thread, for src's signal `slot` of call `epoch`, then check
+ * src's call tag: it must be this call of this operator (a signal value
+ * alone cannot tell, flags only grow). A different tag fails with
+ * LOOM_INVALID_USAGE (what = LOOM_WAIT_CALL_MISMATCH). */
+static __device__ __forceinline__ int loom_poll_signal(const loom_dev_comm &c, int src, int slot, uint64_t epoch,
+                                                       loom_wait_fail *f) {
+  if (!loom_poll_flag(c, src, slot, epoch, LOOM_WAIT_SIGNAL, f)) return 0;
+  const uint64_t want = loom_call_tag(epoch, c.op);
+  const uint64_t tag = ptx_ld_acquire_sys_u64(loom_flag_ptr(c, c.rank, src, loom_tag_slot(c)));
+  if (tag == want) return 1;
+  f->status = LOOM_INVALID_USAGE;
+  f->peer = src;
+  f->what = LOOM_WAIT_CALL_MISMATCH;
+  f->slot = slot;
+  f->epoch = want;
+  f->observed = tag;
+  f->waited_ns = 0;
+  return 0;
+}
+
+/* loom_poll_signal, settled: 1 on success, 0 (fault recorded) otherwise. */
+static __device__ __forceinline__ int loom_wait_signal(const loom_dev_comm &c, int src,
+                                                       int slot, uint64_t epoch) {
+  loom_wait_fail f;
+  if (loom_poll_signal(c, src, slot, epoch, &f)) return 1;
+  loom_wait_settle(c, f);
+  return 0;
+}
+
+/* Poll, from ONE thread, for a counter in this GPU's memory that other
+ * blocks of the same kernel advance (acquire at GPU scope) to reach
+ * `target`. `what` and `slot` describe it in the fault. */
+static __device__ __forceinline__ int loom_poll_local_geq(const loom_dev_comm &c, const uint32_t *counter,
+                                                          uint32_t target, int what, int slot,
+                                                          loom_wait_fail *f) {
   uint32_t seen;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
   if (seen >= target) return 1;
@@ -340,15 +411,18 @@ static __device__ __forceinline__ int loom_wait_local_geq(const loom_dev_comm &c
   for (uint32_t polls = 1;; ++polls) {
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
     if (seen >= target) return 1;
-    if (polls % LOOM_WAIT_CHECK_EVERY == 0) {
-      if (loom_check_abort(c)) return 0;
-      const uint64_t waited = ptx_globaltimer_ns() - start;
-      if (waited > c.timeout_ns) {
-        LOOM_RAISE(c, LOOM_TIMEOUT, c.rank, what, slot, target, seen, waited);
-        return 0;
-      }
-    }
+    if (loom_poll_give_up(c, polls, start, c.rank, what, slot, target, seen, f)) return 0;
   }
+}
+
+/* loom_poll_local_geq, settled: 1 on success, 0 (fault recorded) otherwise. */
+static __device__ __forceinline__ int loom_wait_local_geq(const loom_dev_comm &c,
+                                                          const uint32_t *counter,
+                                                          uint32_t target, int what, int slot) {
+  loom_wait_fail f;
+  if (loom_poll_local_geq(c, counter, target, what, slot, &f)) return 1;
+  loom_wait_settle(c, f);
+  return 0;
 }
 
 /* Grid-wide barrier number `index` (1, 2, ... within one kernel): every

@@ -266,6 +266,9 @@ struct hop_params {
   uint32_t dg_table_target;      /*   (int32)(*dg_table_ready - target) >= 0   */
   int32_t dg_capacity;           /* rows of the buffer (A map's outer dim, C rows) */
   int32_t b_group_rows;          /* B rows per group in the B map: N (device groups), 0 (host) */
+  int32_t store16;               /* 1: every output row starts 16-byte aligned (C and ldc, or the
+                                    caller's promise for row_ptr): 16-bit outputs are written 16
+                                    bytes per lane (hop_epilogue); 0: column pairs */
 };
 
 /* Device groups: the task table a block builds in shared memory at

@@ -33,7 +33,10 @@ static __device__ __forceinline__ void hop_store2(float *p, float a, float b) {
   *(float2 *)p = make_float2(a, b);
 }
 
-static __device__ __forceinline__ float hop_silu(float x) { return x / (1.f + expf(-x)); }
+/* SiLU without a division subroutine (a call in the consumer region would
+ * cap its registers): __fdividef; 0 (or NaN for x = -inf) when 1 + e^-x
+ * overflows, as the exact quotient. */
+static __device__ __forceinline__ float hop_silu(float x) { return __fdividef(x, 1.f + __expf(-x)); }
 
 /* Element-wise activations (SwiGLU is a pairwise one, handled in the loop). */
 template <int ACT> static __device__ __forceinline__ float hop_act(float x) {
@@ -45,11 +48,63 @@ template <int ACT> static __device__ __forceinline__ float hop_act(float x) {
   return x;
 }
 
+/* Two values rounded to a 16-bit output type, packed as one 32-bit word
+ * (the lower column in the low half, as in memory). */
+static __device__ __forceinline__ uint32_t hop_pack2(__nv_bfloat16 *, float a, float b) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+  return *(const uint32_t *)&v;
+}
+static __device__ __forceinline__ uint32_t hop_pack2(__half *, float a, float b) {
+  const __half2 v = __floats2half2_rn(a, b);
+  return *(const uint32_t *)&v;
+}
+
+/* Quad transpose for 16-byte stores. The four lanes of a quad (q = lane % 4)
+ * each hold one word (a column pair 2q, 2q+1) of the same row in four
+ * 8-column chunks: w[c] = chunk c. Afterwards lane q holds chunk q whole,
+ * columns 0..7 in memory order, ready for one 16-byte store: a warp then
+ * writes 8 rows x 64 contiguous bytes per instruction instead of 8 rows x
+ * 16 bytes. Two exchange rounds (lanes q^2, then q^1), two words each.
+ * Every lane of the warp must call it (shuffles). */
+static __device__ __forceinline__ uint4 hop_quad_transpose(uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3) {
+  const int q = threadIdx.x & 3;
+  const bool hi = (q & 2) != 0, lo = (q & 1) != 0;
+  /* round 1: keep chunks 2hi, 2hi+1; trade the other two with lane q^2 */
+  const uint32_t k0 = hi ? w2 : w0, k1 = hi ? w3 : w1;
+  const uint32_t r0 = __shfl_xor_sync(0xffffffffu, hi ? w0 : w2, 2);
+  const uint32_t r1 = __shfl_xor_sync(0xffffffffu, hi ? w1 : w3, 2);
+  /* chunk 2hi: k0 (from lane q), r0 (lane q^2); chunk 2hi+1: k1, r1.
+   * round 2: keep chunk q = 2hi+lo, trade chunk 2hi+!lo with lane q^1 */
+  const uint32_t own = lo ? k1 : k0, own2 = lo ? r1 : r0; /* chunk q from lanes q, q^2 */
+  const uint32_t u0 = __shfl_xor_sync(0xffffffffu, lo ? k0 : k1, 1); /* from lane q^1 */
+  const uint32_t u1 = __shfl_xor_sync(0xffffffffu, lo ? r0 : r1, 1); /* from lane q^3 */
+  /* word s of the 16 bytes comes from lane s = q ^ d: d = 0 own, 1 u0, 2 own2, 3 u1 */
+  const uint32_t a = lo ? u0 : own, b = lo ? own : u0, c = lo ? u1 : own2, d = lo ? own2 : u1;
+  return make_uint4(hi ? c : a, hi ? d : b, hi ? a : c, hi ? b : d);
+}
+
+/* 16-byte global store (the address must be 16-byte aligned). */
+static __device__ __forceinline__ void hop_store16(void *p, uint4 v) { *(uint4 *)p = v; }
+
+/* Value e (0/1) of the column pair in output chunk o, row half h, of a
+ * fragment: the activation applied, times the row scale. SwiGLU's gate and
+ * up chunks of output chunk o are o_gate and o_gate + up_delta. */
+template <int ACT>
+static __device__ __forceinline__ float hop_out_val(const float *acc, int chunk, int h, int e) {
+  return hop_act<ACT>(acc[4 * chunk + 2 * h + e]);
+}
+static __device__ __forceinline__ float hop_swiglu_val(const float *acc, int gate, int up, int h, int e) {
+  return hop_silu(acc[4 * gate + 2 * h + e]) * acc[4 * up + 2 * h + e];
+}
+
 /* Store one m64 x (2*NACC) accumulator slab of a consumer warpgroup (tile
  * rows row_off.., columns col_off.. inside task t's BM x BN tile): act, row
- * scale, round, plain st.global of column pairs. Rows >= t.rows (past the
- * group's end) and columns >= N are not written. Row r of the group is row
- * t.row_base + r of C, row_ptr and row_scale (device groups: the buffer row). */
+ * scale, round, store. Rows >= t.rows (past the group's end) and columns
+ * >= N are not written. Row r of the group is row t.row_base + r of C,
+ * row_ptr and row_scale (device groups: the buffer row).
+ * Stores: with p.store16 (16-bit output, every row 16-byte aligned) each
+ * quad transposes four chunks (hop_quad_transpose) and stores 16 bytes per
+ * lane; otherwise column pairs (4 or 8 bytes) straight from the fragment. */
 template <class CFG, int ACT, int OUT, int NACC>
 static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_params &p,
                                                     const hop_task &t, int row_off, int col_off) {
@@ -60,6 +115,46 @@ static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_
   const float *row_scale = g->row_scale;
   T *const c = (T *)g->c;
   const int row0 = t.m_blk * CFG::BM + row_off + warp * 16 + (lane >> 2);
+  if constexpr (OUT != HOP_OUT_FP32) if (p.store16) {
+    static_assert(NACC % 16 == 0, "quads of four 8-column chunks");
+    const int q = lane & 3;
+    const int cbase = t.n_blk * CFG::BN + col_off; /* first B row (pre-activation column) of the slab */
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int row = row0 + 8 * h;
+      const bool live = row < t.rows;
+      const int brow = t.row_base + row;
+      const float scale = live && row_scale ? row_scale[brow] : 1.f;
+      T *const dst = !live ? NULL : row_ptr ? (T *)row_ptr[brow] : c + (size_t)brow * p.ldc;
+      if (ACT == HOP_ACT_SWIGLU) {
+        /* 8 accumulator chunks = 4 gate + 4 up chunks -> 4 output chunks */
+#pragma unroll
+        for (int b = 0; b < NACC / 32; b++) {
+          uint32_t w[4];
+#pragma unroll
+          for (int k = 0; k < 4; k++)
+            w[k] = hop_pack2((T *)0, hop_swiglu_val(acc, 8 * b + k, 8 * b + k + 4, h, 0) * scale,
+                             hop_swiglu_val(acc, 8 * b + k, 8 * b + k + 4, h, 1) * scale);
+          const uint4 v = hop_quad_transpose(w[0], w[1], w[2], w[3]);
+          const int gcol = cbase + 64 * b + 8 * q; /* gate column of this lane's output chunk */
+          if (live && gcol < p.n) hop_store16(dst + (gcol >> 6) * HOP_SWIGLU_BLOCK + (gcol & 63), v);
+        }
+      } else {
+#pragma unroll
+        for (int a = 0; a < NACC / 16; a++) {
+          uint32_t w[4];
+#pragma unroll
+          for (int k = 0; k < 4; k++)
+            w[k] = hop_pack2((T *)0, hop_out_val<ACT>(acc, 4 * a + k, h, 0) * scale,
+                             hop_out_val<ACT>(acc, 4 * a + k, h, 1) * scale);
+          const uint4 v = hop_quad_transpose(w[0], w[1], w[2], w[3]);
+          const int col = cbase + 32 * a + 8 * q;
+          if (live && col < p.n) hop_store16(dst + col, v);
+        }
+      }
+    }
+    return;
+  }
   const int col0 = t.n_blk * CFG::BN + col_off + 2 * (lane & 3);
 #pragma unroll
   for (int h = 0; h < 2; h++) {
@@ -74,13 +169,11 @@ static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_
         if (ACT == HOP_ACT_SWIGLU) {
           if ((i & 7) < 4 && col < p.n) { /* gate chunk; its up chunk is i + 4 */
             const int oc = (col >> 6) * HOP_SWIGLU_BLOCK + (col & 63);
-            const float g0 = acc[4 * i + 2 * h], g1 = acc[4 * i + 2 * h + 1];
-            const float u0 = acc[4 * (i + 4) + 2 * h], u1 = acc[4 * (i + 4) + 2 * h + 1];
-            hop_store2(dst + oc, hop_silu(g0) * u0 * scale, hop_silu(g1) * u1 * scale);
+            hop_store2(dst + oc, hop_swiglu_val(acc, i, i + 4, h, 0) * scale,
+                       hop_swiglu_val(acc, i, i + 4, h, 1) * scale);
           }
         } else if (col < p.n) {
-          hop_store2(dst + col, hop_act<ACT>(acc[4 * i + 2 * h]) * scale,
-                     hop_act<ACT>(acc[4 * i + 2 * h + 1]) * scale);
+          hop_store2(dst + col, hop_out_val<ACT>(acc, i, h, 0) * scale, hop_out_val<ACT>(acc, i, h, 1) * scale);
         }
       }
     }

@@ -100,6 +100,10 @@ struct hop_problem {
                          the plan owns, so launches of one plan must not overlap.
                          Device groups: must be 0 or 1 (the tile count is not
                          known here to size the workspace). */
+  int row_ptr_align16; /* 1: every row_ptr destination is 16-byte aligned (the
+                          caller's promise), so the epilogue may store 16 bytes
+                          per lane; 0: 4/8-byte stores wherever row_ptr is used.
+                          For C the plan checks the base and ldc itself. */
 };
 
 struct hop_plan {
@@ -176,6 +180,13 @@ template <class CFG> static cudaError_t hop_validate_common(const hop_problem *p
   return cudaSuccess;
 }
 
+/* Whether rows of C (or of row_ptr) may take 16-byte stores: 16-byte aligned
+ * base and ldc a multiple of 8 elements (16 bytes of a 16-bit output). */
+static int hop_rows_align16(const hop_problem *pr, const void *c, const void *const *row_ptr) {
+  if (row_ptr) return pr->row_ptr_align16 != 0;
+  return ((uintptr_t)c & 15) == 0 && pr->ldc % 8 == 0;
+}
+
 /* Fields of hop_params both modes set the same way. */
 template <class CFG> static void hop_params_common(hop_params *p, const hop_problem *pr) {
   p->num_groups = pr->num_groups;
@@ -219,6 +230,7 @@ template <class CFG> static cudaError_t hop_plan_create_dgroups(hop_plan *plan, 
   hg.ready_stride = d->ready_stride;
   hg.ready_group_stride = d->ready_group_stride;
   hop_params_common<CFG>(p, pr);
+  p->store16 = hop_rows_align16(pr, d->c, d->row_ptr);
   p->split_k = 1;
   p->kb_per_split = p->nkb;
   e = hop_make_map(&p->a, pr->dtype, d->a, (uint64_t)d->capacity, pr->k, d->lda, CFG::BK, CFG::BM);
@@ -304,6 +316,9 @@ template <class CFG> static cudaError_t hop_plan_create(hop_plan *plan, const ho
     }
     hop_params *p = &plan->params;
     hop_params_common<CFG>(p, pr);
+    p->store16 = 1;
+    for (int g = 0; g < G; g++)
+      if (pr->groups[g].rows > 0 && !hop_rows_align16(pr, pr->groups[g].c, pr->groups[g].row_ptr)) p->store16 = 0;
     p->total_tiles = (int32_t)tiles;
     p->total_tasks = (int32_t)(tiles * S);
     p->split_k = S;
