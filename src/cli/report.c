@@ -1,4 +1,4 @@
-/* JSON output of the loom CLI. */
+/* JSON output of the loom CLI's benchmark commands. */
 #include "report.h"
 
 /* Strings here are our own names (dtype, activation, GPU model): escape
@@ -18,26 +18,29 @@ static void put_field(FILE *f, const char *key, const char *value) {
   fprintf(f, ",\n");
 }
 
-int cli_write_moe_json(FILE *f, const cli_moe_run *run, const cli_moe_row *rows, int n) {
-  static const char *phase_names[5] = {"gate", "place", "dispatch", "experts", "combine"};
-  fprintf(f, "{\n  \"command\": \"moe\",\n  \"gpus\": %d,\n", run->gpus);
+int cli_write_json(FILE *f, const cli_run *run, const cli_row *rows, int n) {
+  fprintf(f, "{\n  \"command\": ");
+  put_string(f, run->command);
+  fprintf(f, ",\n  \"gpus\": %d,\n", run->gpus);
   put_field(f, "device", run->device);
-  fprintf(f, "  \"experts\": %lld,\n  \"top_k\": %lld,\n  \"hidden\": %lld,\n  \"ffn\": %lld,\n",
-          run->experts, run->top_k, run->hidden, run->ffn);
-  put_field(f, "dtype", run->dtype);
-  put_field(f, "act", run->act);
-  put_field(f, "weights", run->weights);
+  for (int i = 0; i < run->nfields; i++) {
+    const cli_field *x = &run->fields[i];
+    if (x->str != NULL)
+      put_field(f, x->key, x->str);
+    else
+      fprintf(f, "  \"%s\": %lld,\n", x->key, x->num);
+  }
   fprintf(f, "  \"iters\": %d,\n  \"warmup\": %d,\n  \"flush_l2\": %d,\n  \"rotate\": %d,\n",
           run->iters, run->warmup, run->flush_l2, run->rotate);
-  fprintf(f, "  \"ceilings\": {\"gemm_tflops\": %.3f, \"gemm_source\": ", run->peak_tflops);
-  put_string(f, run->peak_src);
-  fprintf(f, ", \"nvlink_gbps\": %.3f, \"nvlink_source\": ", run->nvlink_gbps);
-  put_string(f, run->nvlink_src);
-  fprintf(f, ", \"hbm_gbps\": %.3f, \"hbm_source\": ", run->hbm_gbps);
-  put_string(f, run->hbm_src);
+  fprintf(f, "  \"ceilings\": {\"gemm_tflops\": %.3f, \"gemm_source\": ", run->ceil.peak_tflops);
+  put_string(f, run->ceil.peak_src);
+  fprintf(f, ", \"nvlink_gbps\": %.3f, \"nvlink_source\": ", run->ceil.nvlink_gbps);
+  put_string(f, run->ceil.nvlink_src);
+  fprintf(f, ", \"hbm_gbps\": %.3f, \"hbm_source\": ", run->ceil.hbm_gbps);
+  put_string(f, run->ceil.hbm_src);
   fprintf(f, "},\n  \"rows\": [");
   for (int i = 0; i < n; i++) {
-    const cli_moe_row *r = &rows[i];
+    const cli_row *r = &rows[i];
     fprintf(f, "%s\n    {\"tokens_per_gpu\": %d, \"impl\": ", i ? "," : "", r->T);
     put_string(f, r->impl);
     fprintf(f,
@@ -47,10 +50,10 @@ int cli_write_moe_json(FILE *f, const cli_moe_run *run, const cli_moe_row *rows,
             r->med_us, r->min_us, r->max_us, r->tflops, r->wire_mb, r->gbps, r->bound_us,
             r->pct_bound);
     if (r->speedup > 0) fprintf(f, ", \"speedup_vs_baseline\": %.3f", r->speedup);
-    if (r->has_phases) {
+    if (r->nphases > 0) {
       fprintf(f, ", \"phase_end_us\": {");
-      for (int p = 0; p < 5; p++)
-        fprintf(f, "%s\"%s\": %.1f", p ? ", " : "", phase_names[p], r->phase_us[p]);
+      for (int p = 0; p < r->nphases; p++)
+        fprintf(f, "%s\"%s\": %.1f", p ? ", " : "", r->phase_names[p], r->phase_us[p]);
       fprintf(f, "}");
     }
     fprintf(f, "}");

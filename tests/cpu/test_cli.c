@@ -1,11 +1,15 @@
-/* CLI parsing: sizes, integers, lists and the option set of `loom`. */
-#include <string.h>
-
+/* CLI parsing (sizes, integers, lists and the option set of `loom`), the
+ * JSON report and the benchmark harness's pure parts. */
+#include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "loom.h"
 #include "cli/args.h"
+#include "cli/harness.h"
 #include "cli/report.h"
+#include "reference/reference.h"
 #include "../check.h"
 
 static int parse(cli_options *o, char *err, int argc, const char **argv) {
@@ -124,16 +128,21 @@ static void test_json(void) {
           bad[i][1], err);
   }
 
-  cli_moe_run run = {4, "NVIDIA \"H200\"", 32, 2, 2048, 2048, "bf16", "silu", "out-in", 20, 3, 0, 4,
-                     700.5, 410.25, 4200, "measured", "given", "measured"};
-  cli_moe_row rows[2] = {
-      {8192, "fused", 2249.7, 2245.0, 2264.8, 122.2, 100.77, 44.8, 346.0, 15.38, 1.5, 1,
+  const cli_field shape[] = {{"experts", NULL, 32},     {"top_k", NULL, 2},
+                             {"hidden", NULL, 2048},    {"ffn", NULL, 2048},
+                             {"dtype", "bf16", 0},      {"act", "silu", 0},
+                             {"weights", "out-in", 0}};
+  const cli_run run = {"moe", 4, "NVIDIA \"H200\"", shape, 7, 20, 3, 0, 4,
+                       {700.5, 410.25, 4200, "measured", "given", "measured"}};
+  static const char *const phases[] = {"gate", "place", "dispatch", "experts", "combine"};
+  cli_row rows[2] = {
+      {8192, "fused", 2249.7, 2245.0, 2264.8, 122.2, 100.77, 44.8, 346.0, 15.38, 1.5, 5, phases,
        {295, 349, 592, 2106, 2238}},
-      {8192, "baseline", 3374.5, 3300.0, 3400.0, 81.5, 100.0, 29.6, 346.0, 10.25, 0, 0, {0}}};
+      {8192, "baseline", 3374.5, 3300.0, 3400.0, 81.5, 100.0, 29.6, 346.0, 10.25, 0, 0, NULL, {0}}};
   FILE *f = tmpfile();
   CHECK(f != NULL, "tmpfile");
   if (f == NULL) return;
-  CHECK(cli_write_moe_json(f, &run, rows, 2) == 0, "json written");
+  CHECK(cli_write_json(f, &run, rows, 2) == 0, "json written");
   char buf[4096] = {0};
   rewind(f);
   const size_t got = fread(buf, 1, sizeof buf - 1, f);
@@ -160,6 +169,110 @@ static void test_json(void) {
     brackets += *p == '[' ? 1 : *p == ']' ? -1 : 0;
   }
   CHECK(braces == 0 && brackets == 0, "balanced: %d %d", braces, brackets);
+  /* byte for byte what `loom moe --json` wrote before the harness split */
+  static const char want[] =
+      "{\n"
+      "  \"command\": \"moe\",\n"
+      "  \"gpus\": 4,\n"
+      "  \"device\": \"NVIDIA \\\"H200\\\"\",\n"
+      "  \"experts\": 32,\n"
+      "  \"top_k\": 2,\n"
+      "  \"hidden\": 2048,\n"
+      "  \"ffn\": 2048,\n"
+      "  \"dtype\": \"bf16\",\n"
+      "  \"act\": \"silu\",\n"
+      "  \"weights\": \"out-in\",\n"
+      "  \"iters\": 20,\n"
+      "  \"warmup\": 3,\n"
+      "  \"flush_l2\": 0,\n"
+      "  \"rotate\": 4,\n"
+      "  \"ceilings\": {\"gemm_tflops\": 700.500, \"gemm_source\": \"measured\", "
+      "\"nvlink_gbps\": 410.250, \"nvlink_source\": \"given\", \"hbm_gbps\": 4200.000, "
+      "\"hbm_source\": \"measured\"},\n"
+      "  \"rows\": [\n"
+      "    {\"tokens_per_gpu\": 8192, \"impl\": \"fused\", \"median_us\": 2249.700, "
+      "\"min_us\": 2245.000, \"max_us\": 2264.800, \"tflops_per_gpu\": 122.200, "
+      "\"wire_mb_per_gpu\": 100.770, \"wire_gbps_per_gpu\": 44.800, \"bound_us\": 346.000, "
+      "\"pct_of_bound\": 15.38, \"speedup_vs_baseline\": 1.500, "
+      "\"phase_end_us\": {\"gate\": 295.0, \"place\": 349.0, \"dispatch\": 592.0, "
+      "\"experts\": 2106.0, \"combine\": 2238.0}},\n"
+      "    {\"tokens_per_gpu\": 8192, \"impl\": \"baseline\", \"median_us\": 3374.500, "
+      "\"min_us\": 3300.000, \"max_us\": 3400.000, \"tflops_per_gpu\": 81.500, "
+      "\"wire_mb_per_gpu\": 100.000, \"wire_gbps_per_gpu\": 29.600, \"bound_us\": 346.000, "
+      "\"pct_of_bound\": 10.25}\n"
+      "  ]\n"
+      "}\n";
+  CHECK(strcmp(buf, want) == 0, "the JSON of `loom moe` is unchanged:\n%s", buf);
+}
+
+/* The harness's pure parts: the bound, the sampled rows, the time
+ * statistics, the random streams and the task pool. */
+static int near(double got, double want) { return fabs(got - want) <= 1e-9 * fabs(want); }
+
+static int add_task(void *ctx, int i) {
+  atomic_int *sum = (atomic_int *)ctx;
+  atomic_fetch_add(sum, i);
+  return i == 13 ? -1 : 0;
+}
+
+static void test_harness(void) {
+  /* 100 TFLOP/s, 100 GB/s NVLink, 1000 GB/s HBM */
+  const cli_ceilings c = {100, 100, 1000, "given", "given", "given"};
+  const cli_work w[2] = {{1e12, 5e8, 1e9},  /* GEMM-bound: 10 ms */
+                         {1e11, 2e9, 1e9}}; /* NVLink-bound: 20 ms */
+  CHECK(near(cli_bound_us(w, 2, &c), 2e4), "bound: the slowest GPU's largest term: %g",
+        cli_bound_us(w, 2, &c));
+  CHECK(near(cli_bound_us(w, 1, &c), 1e4), "bound: one GPU sends nothing over NVLink: %g",
+        cli_bound_us(w, 1, &c));
+  const cli_ceilings no_link = {100, 0, 1000, "given", "unused (1 GPU)", "given"};
+  const cli_work w1[2] = {{1e11, 2e9, 1e9}, {1e11, 2e9, 5e10}}; /* HBM-bound: 50 ms */
+  CHECK(near(cli_bound_us(w1, 2, &no_link), 5e4), "bound: no NVLink ceiling, HBM term: %g",
+        cli_bound_us(w1, 2, &no_link));
+
+  int rows[8];
+  cli_sample_rows(10, 4, rows);
+  CHECK(rows[0] == 0 && rows[1] == 3 && rows[2] == 6 && rows[3] == 9, "sampled rows of 10");
+  cli_sample_rows(7, 1, rows);
+  CHECK(rows[0] == 0, "one sampled row is the first");
+  cli_sample_rows(5, 5, rows);
+  CHECK(rows[0] == 0 && rows[1] == 1 && rows[2] == 2 && rows[3] == 3 && rows[4] == 4,
+        "every row when T <= --check-tokens");
+
+  double g0[4] = {3, 1, 4, 1}, g1[4] = {2, 5, 1, 1};
+  double *us[2] = {g0, g1};
+  cli_row r;
+  memset(&r, 0, sizeof r);
+  cli_time_stats(us, 2, 4, &r); /* per iteration max: 3 5 4 1 */
+  CHECK(r.med_us == 3.5 && r.min_us == 1 && r.max_us == 5, "even iterations: %g %g %g", r.med_us,
+        r.min_us, r.max_us);
+  double h0[3] = {9, 2, 4};
+  double *one[1] = {h0};
+  cli_time_stats(one, 1, 3, &r);
+  CHECK(r.med_us == 4 && r.min_us == 2 && r.max_us == 9, "odd iterations, one GPU");
+
+  float a[64], b[64], c2[64];
+  cli_fill_random(a, 64, 0.5f, CLI_RNG_X, 1, 7, LOOM_BF16);
+  cli_fill_random(b, 64, 0.5f, CLI_RNG_X, 1, 7, LOOM_BF16);
+  cli_fill_random(c2, 64, 0.5f, CLI_RNG_X, 2, 7, LOOM_BF16);
+  int same = 1, differ = 0, in_range = 1, rounded = 1;
+  for (int i = 0; i < 64; i++) {
+    same &= a[i] == b[i];
+    differ += a[i] != c2[i];
+    in_range &= a[i] >= -0.5f && a[i] <= 0.5f;
+    float t = a[i];
+    ref_round_array(&t, 1, LOOM_BF16);
+    rounded &= t == a[i];
+  }
+  CHECK(same && differ > 32 && in_range && rounded,
+        "random streams: repeatable, per index, in range, rounded to the dtype");
+
+  atomic_int sum;
+  atomic_init(&sum, 0);
+  CHECK(cli_run_tasks(100, 8, add_task, &sum) == -1 && atomic_load(&sum) == 4950,
+        "task pool: every task ran once, a failure is reported");
+  atomic_init(&sum, 0);
+  CHECK(cli_run_tasks(10, 3, add_task, &sum) == 0 && atomic_load(&sum) == 45,
+        "task pool: no failure");
 }
 
 int main(void) {
@@ -206,5 +319,6 @@ int main(void) {
         "moe defaults are FlashDMoE's setup, bf16, silu, out-in weights, whatever the command");
   test_moe_options();
   test_json();
+  test_harness();
   return check_summary("test_cli");
 }
