@@ -132,9 +132,30 @@ $(BUILD)/bench/gemm: bench/gemm.cu $(HEADERS)
 # fails.
 test: all $(CPU_TESTS) $(GPU_TESTS) $(BENCH_BIN)
 	@bash tests/cpu/run.sh $(CPU_TESTS)
+	@$(MAKE) --no-print-directory python-test
 
 gpu-test: all $(GPU_TESTS)
 	NCCL_NVLS_ENABLE=0 bash tests/gpu/run.sh $(BUILD)/tests
 
 clean:
 	rm -rf $(BUILD)
+
+# ---- Python package (python/loom; docs/python.md) ------------------------------
+# `make python-test`: the Python package's CPU tests (tests/python) against
+# build/libloom.so, without installing the package; the tests that need
+# torch skip when it is not importable, the GPU ones without a GPU. Also
+# builds build/python/libloom_ref.so (the CPU references of libloom_dev.a as
+# a shared library) so reference_moe is checked against the C reference.
+# LOOM_PYTHON: the interpreter (e.g. a venv's python with torch installed).
+LOOM_PYTHON ?= python3
+PY_REF_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/reference/*.c))
+
+$(BUILD)/python/libloom_ref.so: $(PY_REF_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -o $@ $^ -lm
+
+.PHONY: python-test
+python-test: $(BUILD)/libloom.so $(BUILD)/python/libloom_ref.so
+	PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 LOOM_LIBRARY=$(abspath $(BUILD)/libloom.so) \
+	  LOOM_REFERENCE_LIBRARY=$(abspath $(BUILD)/python/libloom_ref.so) \
+	  $(LOOM_PYTHON) tests/python/run.py

@@ -1,0 +1,271 @@
+"""Config dataclasses mirroring loom_comm_config_t and loom_moe_config_t.
+
+A field left at None is LOOM_UNSET: the library picks its default (the
+defaults are stated on each field and in loom.h). `to_c()` builds the C
+struct the way LOOM_*_CONFIG_INIT does (struct_size and version set for
+this package's LOOM_API_VERSION, then the fields). `validate()` checks in
+Python what the library checks at its boundary, with messages that name the
+field, so a bad config fails before any GPU work; the library checks again
+and stays the authority (tests/python/test_core.py keeps the two in step).
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+from dataclasses import dataclass, fields
+from typing import Optional, Tuple, Union
+
+from . import _lib
+from ._lib import (Activation, DType, LoomArgumentError, Math, UNSET, WeightLayout, check)
+
+# Limits the library enforces (src/host/moe.c, src/device/ops/moe.h, loom.h).
+DIM_ALIGN = 64             # hidden and ffn: multiples of this
+MAX_DIM = 1 << 16          # hidden, ffn <= 65536
+MAX_EXPERTS = 1024         # num_experts <= 1024
+MAX_TOP_K = 16             # top_k in [1, 16]
+MAX_TOKENS = 1 << 24       # max_tokens_per_rank <= 2^24
+MAX_CAPACITY_FACTOR = 1e6  # capacity_factor in [0, 1e6]
+MAX_WORKSPACE_BYTES = 1 << 40
+MAX_SIGNAL_SLOTS = 1 << 20
+MAX_TIMEOUT_MS = 3600 * 1000
+
+_DTYPE_NAMES = {"fp32": DType.FP32, "float32": DType.FP32, "float": DType.FP32,
+                "bf16": DType.BF16, "bfloat16": DType.BF16,
+                "fp16": DType.FP16, "float16": DType.FP16, "half": DType.FP16}
+_ACT_NAMES = {"relu": Activation.RELU, "gelu": Activation.GELU, "silu": Activation.SILU,
+              "swish": Activation.SILU, "swiglu": Activation.SWIGLU}
+_MATH_NAMES = {"tf32": Math.TF32, "fp32": Math.FP32, "ieee": Math.FP32}
+_LAYOUT_NAMES = {"out_in": WeightLayout.OUT_IN, "out-in": WeightLayout.OUT_IN,
+                 "in_out": WeightLayout.IN_OUT, "in-out": WeightLayout.IN_OUT}
+
+
+def _enum(value, enum_type, names, field):
+    """None -> None (LOOM_UNSET); an enum member, its int value or a name -> the member."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        key = value.strip().lower()
+        if key in names:
+            return names[key]
+        raise LoomArgumentError(f"{field} ({value!r}) is not one of " + ", ".join(sorted(names)))
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise LoomArgumentError(f"{field} ({value!r}) must be a {enum_type.__name__}, its name or "
+                                "None")
+    try:
+        return enum_type(value)
+    except ValueError:
+        raise LoomArgumentError(
+            f"{field} ({value}) is not a {enum_type.__name__} (" +
+            ", ".join(f"{m.name} = {m.value}" for m in enum_type) + ")") from None
+
+
+def dtype_of(value) -> DType:
+    """A DType from a DType, its int value or a name ("bf16", "float16", ...)."""
+    d = _enum(value, DType, _DTYPE_NAMES, "dtype")
+    if d is None:
+        raise LoomArgumentError("dtype is None")
+    return d
+
+
+def _int(value, field, lo, hi, extra=""):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise LoomArgumentError(f"{field} ({value!r}) must be an int")
+    if not lo <= value <= hi:
+        raise LoomArgumentError(f"{field} ({value}) must be in [{lo}, {hi}]{extra}")
+    return value
+
+
+def _opt_int(value, field, lo, hi, extra=""):
+    """None (LOOM_UNSET) passes; so does UNSET itself."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value == UNSET):
+        return None
+    return _int(value, field, lo, hi, extra)
+
+
+@dataclass
+class CommConfig:
+    """loom_comm_config_t. None = LOOM_UNSET.
+
+    workspace_bytes: symmetric data workspace per rank (default 64 MiB); size it
+        with MoeConfig.workspace_bytes / CommConfig.for_moe. Same on every rank.
+    signal_slots: signal slots per source rank, >= 3 (default 4096). Same on
+        every rank.
+    timeout_ms: bound on every wait inside loom's kernels (default: the
+        environment variable LOOM_TIMEOUT_MS if set, else 5000).
+    """
+    workspace_bytes: Optional[int] = None
+    signal_slots: Optional[int] = None
+    timeout_ms: Optional[int] = None
+
+    def validate(self) -> "CommConfig":
+        _opt_int(self.workspace_bytes, "CommConfig.workspace_bytes", 1, MAX_WORKSPACE_BYTES)
+        _opt_int(self.signal_slots, "CommConfig.signal_slots", 3, MAX_SIGNAL_SLOTS)
+        _opt_int(self.timeout_ms, "CommConfig.timeout_ms", 1, MAX_TIMEOUT_MS)
+        return self
+
+    def to_c(self) -> _lib.CommConfigC:
+        """The C struct, as LOOM_COMM_CONFIG_INIT then these fields."""
+        self.validate()
+        c = _lib.comm_config_init()
+        for f in fields(self):
+            v = getattr(self, f.name)
+            setattr(c, f.name, UNSET if v is None else v)
+        return c
+
+    @classmethod
+    def for_moe(cls, *configs: "MoeConfig", nranks: int,
+                timeout_ms: Optional[int] = None) -> "CommConfig":
+        """The smallest communicator config that holds every layer of `configs`
+        on `nranks` ranks (the largest workspace and signal-slot needs; never
+        below the library defaults)."""
+        if not configs:
+            raise LoomArgumentError("CommConfig.for_moe needs at least one MoeConfig")
+        need_bytes, need_slots = 64 << 20, 4096
+        for c in configs:
+            b, s = c.workspace_bytes(nranks)
+            need_bytes, need_slots = max(need_bytes, b), max(need_slots, s)
+        return cls(workspace_bytes=need_bytes, signal_slots=need_slots, timeout_ms=timeout_ms)
+
+
+@dataclass
+class MoeConfig:
+    """loom_moe_config_t. None = LOOM_UNSET (the default named per field).
+
+    Required: hidden and ffn (multiples of 64 in [64, 65536]), num_experts
+    ([1, 1024], divisible by the number of ranks), top_k ([1, 16],
+    <= num_experts), max_tokens_per_rank ([1, 2^24]; bounds every call's
+    token count).
+    Optional: activation (Activation or "relu" / "gelu" / "silu" / "swiglu";
+    default silu), dtype (DType or "fp32" / "bf16" / "fp16"; default bf16),
+    fp32_math (Math or "tf32" / "fp32"; default tf32; fp32 layers only),
+    normalize_top_k (default True: the k weights of a token sum to 1),
+    capacity_factor (0 = dropless, the default; c > 0 keeps per expert and
+    source rank the first ceil(c * num_tokens * top_k / num_experts)
+    assignments), weight_layout (WeightLayout or "out_in" / "in_out";
+    default out_in, nn.Linear's [out x in]).
+    """
+    hidden: int
+    ffn: int
+    num_experts: int
+    top_k: int
+    max_tokens_per_rank: int
+    activation: Union[Activation, str, None] = None
+    dtype: Union[DType, str, None] = None
+    fp32_math: Union[Math, str, None] = None
+    normalize_top_k: Optional[bool] = None
+    capacity_factor: float = 0.0
+    weight_layout: Union[WeightLayout, str, None] = None
+
+    # -- resolved values (defaults applied) --
+    @property
+    def resolved_activation(self) -> Activation:
+        a = _enum(self.activation, Activation, _ACT_NAMES, "MoeConfig.activation")
+        return Activation.SILU if a is None else a
+
+    @property
+    def resolved_dtype(self) -> DType:
+        d = _enum(self.dtype, DType, _DTYPE_NAMES, "MoeConfig.dtype")
+        return DType.BF16 if d is None else d
+
+    @property
+    def resolved_fp32_math(self) -> Math:
+        m = _enum(self.fp32_math, Math, _MATH_NAMES, "MoeConfig.fp32_math")
+        return Math.TF32 if m is None else m
+
+    @property
+    def resolved_normalize_top_k(self) -> bool:
+        return True if self.normalize_top_k is None else bool(self.normalize_top_k)
+
+    @property
+    def resolved_weight_layout(self) -> WeightLayout:
+        w = _enum(self.weight_layout, WeightLayout, _LAYOUT_NAMES, "MoeConfig.weight_layout")
+        return WeightLayout.OUT_IN if w is None else w
+
+    @property
+    def gated(self) -> bool:
+        return self.resolved_activation == Activation.SWIGLU
+
+    @property
+    def ffn1(self) -> int:
+        """Columns of x * W1: 2 * ffn for SwiGLU (gate and up), else ffn."""
+        return 2 * self.ffn if self.gated else self.ffn
+
+    def validate(self, nranks: Optional[int] = None) -> "MoeConfig":
+        """Raise LoomArgumentError naming the first bad field; with nranks,
+        also check the communicator size. Returns self."""
+        for name in ("hidden", "ffn"):
+            v = getattr(self, name)
+            _int(v, f"MoeConfig.{name}", DIM_ALIGN, MAX_DIM)
+            if v % DIM_ALIGN:
+                raise LoomArgumentError(f"MoeConfig.{name} ({v}) must be a multiple of {DIM_ALIGN} "
+                                        f"in [{DIM_ALIGN}, {MAX_DIM}]")
+        _int(self.num_experts, "MoeConfig.num_experts", 1, MAX_EXPERTS)
+        _int(self.top_k, "MoeConfig.top_k", 1, MAX_TOP_K)
+        if self.top_k > self.num_experts:
+            raise LoomArgumentError(f"MoeConfig.top_k ({self.top_k}) exceeds num_experts "
+                                    f"({self.num_experts})")
+        _int(self.max_tokens_per_rank, "MoeConfig.max_tokens_per_rank", 1, MAX_TOKENS)
+        self.resolved_activation, self.resolved_dtype, self.resolved_fp32_math
+        self.resolved_weight_layout
+        n = self.normalize_top_k
+        if n is not None and not (isinstance(n, bool) or (isinstance(n, int) and n in (0, 1))):
+            raise LoomArgumentError(f"MoeConfig.normalize_top_k ({n!r}) must be a bool or None")
+        cf = self.capacity_factor
+        if cf == UNSET and not isinstance(cf, bool):
+            cf = 0.0  # LOOM_UNSET: dropless
+        if isinstance(cf, bool) or not isinstance(cf, (int, float)) or not math.isfinite(cf) \
+                or not 0.0 <= cf <= MAX_CAPACITY_FACTOR:
+            raise LoomArgumentError(f"MoeConfig.capacity_factor ({cf!r}) must be 0 (dropless) or "
+                                    f"in (0, {MAX_CAPACITY_FACTOR:g}]")
+        if nranks is not None:
+            _int(nranks, "nranks", 1, _lib.MOE_MAX_RANKS)
+            if self.num_experts % nranks:
+                raise LoomArgumentError(f"MoeConfig.num_experts ({self.num_experts}) is not "
+                                        f"divisible by the number of ranks ({nranks})")
+        return self
+
+    def to_c(self, version: int = _lib.API_VERSION) -> _lib.MoeConfigC:
+        """The C struct as LOOM_MOE_CONFIG_INIT then these fields. version=1
+        builds the version-1 struct (struct_size without weight_layout), as a
+        caller compiled against that header would."""
+        self.validate()
+        c = _lib.moe_config_init()
+        if version not in range(1, _lib.API_VERSION + 1):
+            raise LoomArgumentError(f"version ({version}) must be in [1, {_lib.API_VERSION}]")
+        c.version = version
+        c.struct_size = _lib.MOE_CONFIG_SIZES[version - 1]
+        c.hidden, c.ffn = self.hidden, self.ffn
+        c.num_experts, c.top_k = self.num_experts, self.top_k
+        c.max_tokens_per_rank = self.max_tokens_per_rank
+
+        def unset_or(v):
+            return UNSET if v is None else int(v)
+
+        c.activation = unset_or(_enum(self.activation, Activation, _ACT_NAMES, "activation"))
+        c.dtype = unset_or(_enum(self.dtype, DType, _DTYPE_NAMES, "dtype"))
+        c.fp32_math = unset_or(_enum(self.fp32_math, Math, _MATH_NAMES, "fp32_math"))
+        n = self.normalize_top_k
+        c.normalize_top_k = UNSET if n is None else int(bool(n))
+        c.capacity_factor = float(self.capacity_factor)
+        if version >= 2:
+            c.weight_layout = unset_or(_enum(self.weight_layout, WeightLayout, _LAYOUT_NAMES,
+                                             "weight_layout"))
+        return c
+
+    def workspace_bytes(self, nranks: int) -> Tuple[int, int]:
+        """loom_moe_workspace_bytes: (minimum workspace_bytes, minimum
+        signal_slots) of a communicator of nranks ranks for this layer."""
+        self.validate(nranks)
+        c = self.to_c()
+        b, s = ctypes.c_size_t(), ctypes.c_int()
+        check(_lib.lib.loom_moe_workspace_bytes(ctypes.byref(c), nranks, ctypes.byref(b),
+                                           ctypes.byref(s)))
+        return b.value, s.value
+
+    def describe_workspace(self, nranks: int) -> str:
+        """loom_moe_workspace_describe: the workspace formula in words."""
+        self.validate(nranks)
+        c = self.to_c()
+        buf = ctypes.create_string_buffer(2048)
+        check(_lib.lib.loom_moe_workspace_describe(ctypes.byref(c), nranks, buf, len(buf)))
+        return buf.value.decode()
