@@ -440,7 +440,23 @@ static __device__ int capacity_of(const loom_moe_params &p, int T) {
 }
 
 #define MOE_PLACE_BASE_BYTES 65536 /* <= every kernel's dynamic shared memory (the gate's partials alone) */
+/* place's dynamic shared memory: tile bases [group][E] in [0, PART_OFF),
+ * then the slice sums [ns][E] (ns * E <= max(threads, E) <= MAX_EXPERTS) */
+#define MOE_PLACE_PART_OFF (MOE_PLACE_BASE_BYTES - 4 * LOOM_MOE_MAX_EXPERTS)
 static_assert(MOE_PLACE_BASE_BYTES <= GATE_SCRATCH_BYTES, "place bases fit in the gate's space");
+
+/* Expert e's token count over tiles [tl0, tl1), eight L2 loads in flight. */
+static __device__ __forceinline__ int place_sum(const loom_moe_params &p, int e, int tl0, int tl1) {
+  int sum = 0;
+  for (int t = tl0; t < tl1; t += 8) {
+    int v[8];
+#pragma unroll
+    for (int u = 0; u < 8; u++) v[u] = t + u < tl1 ? __ldcg(&p.tile_counts[(size_t)(t + u) * p.E + e]) : 0;
+#pragma unroll
+    for (int u = 0; u < 8; u++) sum += v[u];
+  }
+  return sum;
+}
 static_assert(LOOM_MOE_TT * LOOM_MOE_MAX_TOPK <= LOOM_MOE_MAX_EXPERTS, "a tile's ids fit in sh.work");
 static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params &p,
                                   const loom_moe_call &call, moe_shared &sh, uint64_t epoch,
@@ -451,11 +467,23 @@ static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params 
   const int bx = (int)blockIdx.x, gx = (int)gridDim.x;
   tr_open(call, sh, TR_WORK, LOOM_MOE_TRACE_PLACE, TR_NO_PEER,
           bx < ntiles ? (ntiles - 1 - bx) / gx + 1 : 0, bx < p.R ? (p.R - 1 - bx) / gx + 1 : 0, 0);
+  /* Per-expert counts of every token tile, summed in slices: thread (s, e)
+   * adds expert e's counts of tiles [lo(s), lo(s+1)) with eight loads in
+   * flight, all threads at once (a per-expert walk over all tiles was a
+   * chain of ~ntiles / 8 L2 round trips per thread, ~45 us at 512 tiles).
+   * Integer sums: the result does not depend on the split. */
+  int *part = base + MOE_PLACE_PART_OFF / 4; /* [ns][E] */
+  const int ns = max(1, min((int)blockDim.x / E, ntiles));
+#define PLACE_LO(s) ((int)((int64_t)(s) * ntiles / ns))
+  for (int idx = threadIdx.x; idx < ns * E; idx += blockDim.x) {
+    const int sl = idx / E, e = idx % E;
+    part[idx] = place_sum(p, e, PLACE_LO(sl), PLACE_LO(sl + 1));
+  }
+  __syncthreads();
   /* totals per expert -> kept -> region offsets (every block, same result) */
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
     int tot = 0;
-#pragma unroll 8
-    for (int tl = 0; tl < ntiles; tl++) tot += __ldcg(&p.tile_counts[(size_t)tl * E + e]);
+    for (int sl = 0; sl < ns; sl++) tot += part[sl * E + e];
     sh.kept[e] = min(tot, cap);
   }
   __syncthreads();
@@ -472,32 +500,20 @@ static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params 
 
   /* place this block's token tiles (tl = bx, bx + gx, ...) in token-major
    * order. Expert e's first position in tile tl is the sum of its counts in
-   * the tiles before; one pass over all tiles per group of this block's
-   * tiles collects those bases into `base` (dynamic shared memory,
-   * MOE_PLACE_BASE_BYTES: the gate's space, free now), instead of a sum
-   * over all earlier tiles per tile. */
+   * the tiles before: the whole slices before tl's (part) plus tl's own
+   * slice up to tl, one thread per (tile, expert), into `base` (dynamic
+   * shared memory, MOE_PLACE_PART_OFF bytes: the gate's space, free now). */
   const int mine = bx < ntiles ? (ntiles - 1 - bx) / gx + 1 : 0;
-  const int group = max(1, (int)(MOE_PLACE_BASE_BYTES / (4 * (size_t)E)));
+  const int group = max(1, (int)(MOE_PLACE_PART_OFF / (4 * (size_t)E)));
   for (int j0 = 0; j0 < mine; j0 += group) {
     const int j1 = min(mine, j0 + group);
-    const int last = bx + (j1 - 1) * gx; /* the group's last tile */
-    for (int e = threadIdx.x; e < E; e += blockDim.x) {
-      int run = 0;
-      /* eight loads in flight per step: the sum is a chain of L2 loads */
-      for (int tl0 = 0; tl0 <= last; tl0 += 8) {
-        int v[8];
-#pragma unroll
-        for (int u = 0; u < 8; u++)
-          v[u] = tl0 + u <= last ? __ldcg(&p.tile_counts[(size_t)(tl0 + u) * E + e]) : 0;
-#pragma unroll
-        for (int u = 0; u < 8; u++) {
-          const int tl = tl0 + u;
-          if (tl <= last && tl >= bx + j0 * gx && (tl - bx) % gx == 0)
-            base[((tl - bx) / gx - j0) * E + e] = run;
-          run += v[u];
-        }
-      }
+    for (int idx = threadIdx.x; idx < (j1 - j0) * E; idx += blockDim.x) {
+      const int e = idx % E, tl = bx + (j0 + idx / E) * gx;
+      int sl = 0, run = 0;
+      while (PLACE_LO(sl + 1) <= tl) run += part[sl++ * E + e];
+      base[idx] = run + place_sum(p, e, PLACE_LO(sl), tl);
     }
+#undef PLACE_LO
     __syncthreads();
     for (int j = j0; j < j1; j++) {
       const int tile = bx + j * gx;
@@ -549,6 +565,7 @@ static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params 
 
 /* ---- phase 3: dispatch --------------------------------------------------------- */
 
+#define DISPATCH_U 8 /* 16-byte vectors in flight per lane (a 4 KB row per warp) */
 static __device__ void phase_dispatch(const loom_dev_comm &c, const loom_moe_params &p,
                                       const loom_moe_call &call, moe_shared &sh, uint64_t epoch) {
   const int El = p.El, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -569,7 +586,17 @@ static __device__ void phase_dispatch(const loom_dev_comm &c, const loom_moe_par
           const int t = __ldcg(&p.row_token[(size_t)d * p.Cs + row]);
           const int4 *src = (const int4 *)((const char *)call.x + (size_t)t * p.row_bytes);
           int4 *dst = (int4 *)(dst_base + (size_t)row * p.row_bytes);
-          for (size_t v = lane; v < vec_per_row; v += 32) dst[v] = src[v];
+          /* DISPATCH_U loads per lane before their stores: a load-store
+           * pair per vector was one round trip per 512 bytes of a warp */
+          for (size_t v0 = lane; v0 < vec_per_row; v0 += 32 * DISPATCH_U) {
+            int4 buf[DISPATCH_U];
+#pragma unroll
+            for (int u = 0; u < DISPATCH_U; u++)
+              if (v0 + 32 * u < vec_per_row) buf[u] = __ldg(src + v0 + 32 * u);
+#pragma unroll
+            for (int u = 0; u < DISPATCH_U; u++)
+              if (v0 + 32 * u < vec_per_row) dst[v0 + 32 * u] = buf[u];
+          }
         }
         __syncthreads();
         if (threadIdx.x == 0) loom_signal(c, d, p.slot_disp0 + le * p.TPE + tl, epoch);
@@ -853,6 +880,8 @@ template <> struct moe_hop<TILE_BF16> { typedef hop_cfg<HOP_BF16, 128, 256, 4, H
 template <> struct moe_hop<TILE_FP16> { typedef hop_cfg<HOP_FP16, 128, 256, 4, HOP_ML_COOP> cfg; };
 template <> struct moe_hop<TILE_TF32> { typedef hop_cfg<HOP_TF32, 128, 256, 4, HOP_ML_COOP> cfg; };
 #define MOE_HOP_THREADS 384
+static_assert(MOE_HOP_THREADS <= LOOM_MOE_MAX_EXPERTS && moe_cfg::threads <= LOOM_MOE_MAX_EXPERTS,
+              "place's slice sums [ns][E] (ns * E <= max(threads, E)) fit in 4 * MAX_EXPERTS bytes");
 #define MOE_HOP_BAR_DONE 4     /* named barrier: both consumer WGs stored their rows */
 #define MOE_HOP_BAR_PRODUCER 5 /* named barrier: the producer WG's four warps */
 
@@ -1078,10 +1107,19 @@ static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_p
 
 /* ---- phase 5: combine ---------------------------------------------------------------- */
 
+/* Combine: vectors per thread at once, routing slots loaded per batch. */
+#define COMBINE_U 4
+#define COMBINE_JB 2
+static_assert(LOOM_MOE_TT * LOOM_MOE_MAX_TOPK * (sizeof(void *) + sizeof(float)) <= MOE_PLACE_BASE_BYTES,
+              "combine's per-tile table fits in every kernel's dynamic shared memory");
+
 template <int DT>
 static __device__ int phase_combine(const loom_dev_comm &c, const loom_moe_params &p,
-                                    const loom_moe_call &call, moe_shared &sh, uint64_t epoch) {
+                                    const loom_moe_call &call, moe_shared &sh, uint64_t epoch,
+                                    void *smem) {
   typedef typename elem<DT>::T T;
+  const int4 **src_of = (const int4 **)smem;                         /* [TT * K] */
+  float *w_of = (float *)(src_of + LOOM_MOE_TT * LOOM_MOE_MAX_TOPK); /* [TT * K] */
   const int K = p.K, El = p.El, T_ = call.T;
   const int ntiles = (T_ + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
   constexpr int per_vec = 16 / sizeof(T);
@@ -1101,27 +1139,62 @@ static __device__ int phase_combine(const loom_dev_comm &c, const loom_moe_param
       }
     if (__syncthreads_or(failed)) return 0;
     tr_close(p, call, sh, TR_WAIT);
-    for (int i = threadIdx.x; i < (t1 - t0) * vec_per_row; i += blockDim.x) {
-      const int t = t0 + i / vec_per_row, v = i % vec_per_row;
-      float acc[per_vec];
+    /* the tile's k source rows and weights, once, into shared memory (NULL:
+     * a dropped slot); the loads below then depend on nothing but v */
+    for (int i = threadIdx.x; i < (t1 - t0) * K; i += blockDim.x) {
+      const size_t slot = (size_t)t0 * K + i;
+      const int row = __ldcg(&p.dest_row[slot]);
+      const int d = row < 0 ? 0 : __ldcg(&p.ids[slot]) / El;
+      src_of[i] = row < 0 ? NULL
+                          : (const int4 *)loom_local_ptr(c, p.ret_off + ((size_t)d * p.Cs + row) * p.row_bytes);
+      w_of[i] = row < 0 ? 0.f : __ldcg(&p.wts[slot]);
+    }
+    __syncthreads();
+    /* each thread sums COMBINE_U vectors (16 bytes of a row each) at once,
+     * loading the rows of COMBINE_JB routing slots before adding them, so
+     * COMBINE_U * COMBINE_JB loads are in flight; slots are added in index
+     * order (bitwise deterministic, the same sums as one slot at a time) */
+    const int nvec = (t1 - t0) * vec_per_row;
+    for (int i0 = threadIdx.x; i0 < nvec; i0 += COMBINE_U * blockDim.x) {
+      float acc[COMBINE_U][per_vec];
+      int tok[COMBINE_U], v[COMBINE_U];
 #pragma unroll
-      for (int q = 0; q < per_vec; q++) acc[q] = 0.f;
-      for (int j = 0; j < K; j++) {
-        const int row = __ldcg(&p.dest_row[(size_t)t * K + j]);
-        if (row < 0) continue;
-        const int d = __ldcg(&p.ids[(size_t)t * K + j]) / El;
-        const float w = __ldcg(&p.wts[(size_t)t * K + j]);
-        const char *src = loom_local_ptr(c, p.ret_off + ((size_t)d * p.Cs + row) * p.row_bytes);
-        const int4 raw = ptx_ld_cg_v4((const int4 *)src + v);
-        const T *vals = (const T *)&raw;
+      for (int u = 0; u < COMBINE_U; u++) {
+        const int i = min(i0 + u * (int)blockDim.x, nvec - 1); /* past the end: a repeat, not stored */
+        tok[u] = i / vec_per_row;
+        v[u] = i % vec_per_row;
 #pragma unroll
-        for (int q = 0; q < per_vec; q++) acc[q] += w * elem<DT>::load(vals, q);
+        for (int q = 0; q < per_vec; q++) acc[u][q] = 0.f;
       }
-      int4 out;
-      T *o = (T *)&out;
+      for (int j0 = 0; j0 < K; j0 += COMBINE_JB) {
+        int4 raw[COMBINE_JB][COMBINE_U];
 #pragma unroll
-      for (int q = 0; q < per_vec; q++) o[q] = elem<DT>::from(acc[q]);
-      *((int4 *)((char *)call.y + (size_t)t * p.row_bytes) + v) = out;
+        for (int jj = 0; jj < COMBINE_JB; jj++)
+#pragma unroll
+          for (int u = 0; u < COMBINE_U; u++) {
+            const int4 *src = j0 + jj < K ? src_of[tok[u] * K + j0 + jj] : NULL;
+            raw[jj][u] = src ? ptx_ld_cg_v4(src + v[u]) : make_int4(0, 0, 0, 0);
+          }
+#pragma unroll
+        for (int jj = 0; jj < COMBINE_JB; jj++)
+#pragma unroll
+          for (int u = 0; u < COMBINE_U; u++) {
+            if (j0 + jj >= K || src_of[tok[u] * K + j0 + jj] == NULL) continue;
+            const float w = w_of[tok[u] * K + j0 + jj];
+            const T *vals = (const T *)&raw[jj][u];
+#pragma unroll
+            for (int q = 0; q < per_vec; q++) acc[u][q] += w * elem<DT>::load(vals, q);
+          }
+      }
+#pragma unroll
+      for (int u = 0; u < COMBINE_U; u++) {
+        if (i0 + u * (int)blockDim.x >= nvec) continue;
+        int4 out;
+        T *o = (T *)&out;
+#pragma unroll
+        for (int q = 0; q < per_vec; q++) o[q] = elem<DT>::from(acc[u][q]);
+        *((int4 *)((char *)call.y + (size_t)(t0 + tok[u]) * p.row_bytes) + v[u]) = out;
+      }
     }
     __syncthreads();
     tr_close(p, call, sh, TR_WORK);
@@ -1196,7 +1269,7 @@ __global__ void __launch_bounds__(HOP ? MOE_HOP_THREADS : moe_cfg::threads, moe_
       else ok = phase_experts<MATH, PARTS>(c, p, call, sh, epoch, smem);
       if (ok) {
         phase_mark(p, 3, t0);
-        phase_combine<DT>(c, p, call, sh, epoch);
+        phase_combine<DT>(c, p, call, sh, epoch, smem);
         phase_mark(p, 4, t0);
       }
     }
