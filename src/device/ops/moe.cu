@@ -445,6 +445,11 @@ static __device__ int capacity_of(const loom_moe_params &p, int T) {
 #define MOE_PLACE_PART_OFF (MOE_PLACE_BASE_BYTES - 4 * LOOM_MOE_MAX_EXPERTS)
 static_assert(MOE_PLACE_BASE_BYTES <= GATE_SCRATCH_BYTES, "place bases fit in the gate's space");
 
+/* First tile of slice s when ntiles tiles are cut into ns slices. */
+static __device__ __forceinline__ int place_lo(int s, int ns, int ntiles) {
+  return (int)((int64_t)s * ntiles / ns);
+}
+
 /* Expert e's token count over tiles [tl0, tl1), eight L2 loads in flight. */
 static __device__ __forceinline__ int place_sum(const loom_moe_params &p, int e, int tl0, int tl1) {
   int sum = 0;
@@ -474,10 +479,9 @@ static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params 
    * Integer sums: the result does not depend on the split. */
   int *part = base + MOE_PLACE_PART_OFF / 4; /* [ns][E] */
   const int ns = max(1, min((int)blockDim.x / E, ntiles));
-#define PLACE_LO(s) ((int)((int64_t)(s) * ntiles / ns))
   for (int idx = threadIdx.x; idx < ns * E; idx += blockDim.x) {
     const int sl = idx / E, e = idx % E;
-    part[idx] = place_sum(p, e, PLACE_LO(sl), PLACE_LO(sl + 1));
+    part[idx] = place_sum(p, e, place_lo(sl, ns, ntiles), place_lo(sl + 1, ns, ntiles));
   }
   __syncthreads();
   /* totals per expert -> kept -> region offsets (every block, same result) */
@@ -510,10 +514,9 @@ static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params 
     for (int idx = threadIdx.x; idx < (j1 - j0) * E; idx += blockDim.x) {
       const int e = idx % E, tl = bx + (j0 + idx / E) * gx;
       int sl = 0, run = 0;
-      while (PLACE_LO(sl + 1) <= tl) run += part[sl++ * E + e];
-      base[idx] = run + place_sum(p, e, PLACE_LO(sl), tl);
+      while (place_lo(sl + 1, ns, ntiles) <= tl) run += part[sl++ * E + e];
+      base[idx] = run + place_sum(p, e, place_lo(sl, ns, ntiles), tl);
     }
-#undef PLACE_LO
     __syncthreads();
     for (int j = j0; j < j1; j++) {
       const int tile = bx + j * gx;
@@ -984,13 +987,11 @@ static __device__ __forceinline__ void moe_hop_store(const float *acc, char *dst
     if constexpr (DT != LOOM_FP32) {
 #pragma unroll
       for (int a = 0; a < NOUT / 4; a++) { /* every lane: the transpose shuffles */
-        uint32_t w[4];
+        float x[8];
 #pragma unroll
-        for (int k = 0; k < 4; k++)
-          w[k] = hop_pack2((T *)0, moe_hop_val<ACT>(acc, 4 * a + k, h, 0), moe_hop_val<ACT>(acc, 4 * a + k, h, 1));
-        const uint4 v = hop_quad_transpose(w[0], w[1], w[2], w[3]);
+        for (int k = 0; k < 8; k++) x[k] = moe_hop_val<ACT>(acc, 4 * a + k / 2, h, k % 2);
         const int col = 32 * a + 8 * q;
-        if (live && col < ncols) hop_store16(d + col, v);
+        hop_quad_store(d, col, live && col < ncols, x);
       }
     } else {
       if (!live) continue;

@@ -325,13 +325,7 @@ static __device__ __forceinline__ int loom_poll_give_up(const loom_dev_comm &c, 
   }
   const uint64_t waited = ptx_globaltimer_ns() - start;
   if (waited <= c.timeout_ns) return 0;
-  f->status = LOOM_TIMEOUT;
-  f->peer = peer;
-  f->what = what;
-  f->slot = slot;
-  f->epoch = want;
-  f->observed = seen;
-  f->waited_ns = waited;
+  *f = loom_wait_fail{LOOM_TIMEOUT, peer, what, slot, want, seen, waited};
   return 1;
 }
 
@@ -379,13 +373,7 @@ static __device__ __forceinline__ int loom_poll_signal(const loom_dev_comm &c, i
   const uint64_t want = loom_call_tag(epoch, c.op);
   const uint64_t tag = ptx_ld_acquire_sys_u64(loom_flag_ptr(c, c.rank, src, loom_tag_slot(c)));
   if (tag == want) return 1;
-  f->status = LOOM_INVALID_USAGE;
-  f->peer = src;
-  f->what = LOOM_WAIT_CALL_MISMATCH;
-  f->slot = slot;
-  f->epoch = want;
-  f->observed = tag;
-  f->waited_ns = 0;
+  *f = loom_wait_fail{LOOM_INVALID_USAGE, src, LOOM_WAIT_CALL_MISMATCH, slot, want, tag, 0};
   return 0;
 }
 

@@ -83,8 +83,16 @@ static __device__ __forceinline__ uint4 hop_quad_transpose(uint32_t w0, uint32_t
   return make_uint4(hi ? c : a, hi ? d : b, hi ? a : c, hi ? b : d);
 }
 
-/* 16-byte global store (the address must be 16-byte aligned). */
-static __device__ __forceinline__ void hop_store16(void *p, uint4 v) { *(uint4 *)p = v; }
+/* The fragment's column pairs of four 8-column chunks of one row (x[2k],
+ * x[2k+1]: chunk k) rounded to T, transposed within the quad, and this
+ * lane's chunk stored with one 16-byte store at row + col (16-byte aligned)
+ * where ok. Every lane of the warp calls it (shuffles). */
+template <typename T>
+static __device__ __forceinline__ void hop_quad_store(T *row, int col, bool ok, const float (&x)[8]) {
+  const uint4 v = hop_quad_transpose(hop_pack2((T *)0, x[0], x[1]), hop_pack2((T *)0, x[2], x[3]),
+                                     hop_pack2((T *)0, x[4], x[5]), hop_pack2((T *)0, x[6], x[7]));
+  if (ok) *(uint4 *)(row + col) = v;
+}
 
 /* Value e (0/1) of the column pair in output chunk o, row half h, of a
  * fragment: the activation applied, times the row scale. SwiGLU's gate and
@@ -103,8 +111,8 @@ static __device__ __forceinline__ float hop_swiglu_val(const float *acc, int gat
  * >= N are not written. Row r of the group is row t.row_base + r of C,
  * row_ptr and row_scale (device groups: the buffer row).
  * Stores: with p.store16 (16-bit output, every row 16-byte aligned) each
- * quad transposes four chunks (hop_quad_transpose) and stores 16 bytes per
- * lane; otherwise column pairs (4 or 8 bytes) straight from the fragment. */
+ * quad transposes four chunks and stores 16 bytes per lane (hop_quad_store);
+ * otherwise column pairs (4 or 8 bytes) straight from the fragment. */
 template <class CFG, int ACT, int OUT, int NACC>
 static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_params &p,
                                                     const hop_task &t, int row_off, int col_off) {
@@ -130,26 +138,20 @@ static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_
         /* 8 accumulator chunks = 4 gate + 4 up chunks -> 4 output chunks */
 #pragma unroll
         for (int b = 0; b < NACC / 32; b++) {
-          uint32_t w[4];
+          float x[8];
 #pragma unroll
-          for (int k = 0; k < 4; k++)
-            w[k] = hop_pack2((T *)0, hop_swiglu_val(acc, 8 * b + k, 8 * b + k + 4, h, 0) * scale,
-                             hop_swiglu_val(acc, 8 * b + k, 8 * b + k + 4, h, 1) * scale);
-          const uint4 v = hop_quad_transpose(w[0], w[1], w[2], w[3]);
+          for (int k = 0; k < 8; k++) x[k] = hop_swiglu_val(acc, 8 * b + k / 2, 8 * b + k / 2 + 4, h, k % 2) * scale;
           const int gcol = cbase + 64 * b + 8 * q; /* gate column of this lane's output chunk */
-          if (live && gcol < p.n) hop_store16(dst + (gcol >> 6) * HOP_SWIGLU_BLOCK + (gcol & 63), v);
+          hop_quad_store(dst, (gcol >> 6) * HOP_SWIGLU_BLOCK + (gcol & 63), live && gcol < p.n, x);
         }
       } else {
 #pragma unroll
         for (int a = 0; a < NACC / 16; a++) {
-          uint32_t w[4];
+          float x[8];
 #pragma unroll
-          for (int k = 0; k < 4; k++)
-            w[k] = hop_pack2((T *)0, hop_out_val<ACT>(acc, 4 * a + k, h, 0) * scale,
-                             hop_out_val<ACT>(acc, 4 * a + k, h, 1) * scale);
-          const uint4 v = hop_quad_transpose(w[0], w[1], w[2], w[3]);
+          for (int k = 0; k < 8; k++) x[k] = hop_out_val<ACT>(acc, 4 * a + k / 2, h, k % 2) * scale;
           const int col = cbase + 32 * a + 8 * q;
-          if (live && col < p.n) hop_store16(dst + col, v);
+          hop_quad_store(dst, col, live && col < p.n, x);
         }
       }
     }
