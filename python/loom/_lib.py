@@ -298,6 +298,26 @@ _load_lock = threading.Lock()
 nccl_preloaded: Optional[str] = None
 
 
+def _bind(cdll, prototypes) -> None:
+    """Set restype and argtypes of each (name, restype, argtypes) on cdll."""
+    for name, restype, argtypes in prototypes:
+        fn = getattr(cdll, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+
+def _open_linked(prefix: str, fallback: str, prototypes):
+    """The copy of a library libloom is linked to (the one mapped in this
+    process, else `fallback` by name), with `prototypes` bound; .path says
+    which file."""
+    _load()
+    path = _mapped_library(prefix) or fallback
+    cdll = ctypes.CDLL(path)
+    _bind(cdll, prototypes)
+    cdll.path = path
+    return cdll
+
+
 def _load():
     global lib, nccl_preloaded
     with _load_lock:
@@ -311,10 +331,7 @@ def _load():
                 f"cannot load {library_path}: {e}. libloom.so needs the CUDA runtime (libcudart) "
                 "and NCCL >= 2.28 (libnccl.so.2) it was built against; `ldd` on it shows what "
                 "is missing") from e
-        for name, (restype, argtypes) in _PROTOTYPES.items():
-            fn = getattr(cdll, name)
-            fn.restype = restype
-            fn.argtypes = argtypes
+        _bind(cdll, ((name, r, a) for name, (r, a) in _PROTOTYPES.items()))
         lib = cdll
     _check_nccl_build()
     return cdll
@@ -421,10 +438,7 @@ def nccl():
     with the prototypes loom.torch uses."""
     global _nccl
     if _nccl is None:
-        _load()
-        path = _mapped_library("libnccl.so") or "libnccl.so.2"
-        n = ctypes.CDLL(path)
-        for name, restype, argtypes in (
+        _nccl = _open_linked("libnccl.so", "libnccl.so.2", (
             ("ncclGetVersion", c_int, [POINTER(c_int)]),
             ("ncclGetUniqueId", c_int, [POINTER(NcclUniqueId)]),
             ("ncclCommInitRank", c_int, [POINTER(_handle), c_int, NcclUniqueId, c_int]),
@@ -432,12 +446,7 @@ def nccl():
             ("ncclCommAbort", c_int, [_handle]),
             ("ncclGetErrorString", c_char_p, [c_int]),
             ("ncclGetLastError", c_char_p, [_handle]),
-        ):
-            fn = getattr(n, name)
-            fn.restype = restype
-            fn.argtypes = argtypes
-        n.path = path
-        _nccl = n
+        ))
     return _nccl
 
 
@@ -464,20 +473,12 @@ def cudart():
     cudaGetDeviceCount / cudaGetErrorString."""
     global _cudart
     if _cudart is None:
-        _load()
-        path = _mapped_library("libcudart.so") or "libcudart.so"
-        r = ctypes.CDLL(path)
-        for name, restype, argtypes in (
+        _cudart = _open_linked("libcudart.so", "libcudart.so", (
             ("cudaSetDevice", c_int, [c_int]),
             ("cudaGetDevice", c_int, [POINTER(c_int)]),
             ("cudaGetDeviceCount", c_int, [POINTER(c_int)]),
             ("cudaGetErrorString", c_char_p, [c_int]),
-        ):
-            fn = getattr(r, name)
-            fn.restype = restype
-            fn.argtypes = argtypes
-        r.path = path
-        _cudart = r
+        ))
     return _cudart
 
 
