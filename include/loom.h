@@ -173,6 +173,28 @@ loom_result_t loom_comm_create_all(int ndev, const int *devlist,
                                    const loom_comm_config_t *config,
                                    loom_comm_t *comms);
 
+/* Testing aid: nranks loom ranks on the current CUDA device, in this
+ * process, so that every multi-rank path (dispatch and return over the
+ * windows, signals, completion credits, errors that travel) can be
+ * exercised where only one GPU is at hand.
+ *   nranks [in]  1 .. 64, at most the device's SM count.
+ *   config [in]  as for loom_comm_create (applies to every rank).
+ *   comms  [out] array of nranks handles; comms[i] is rank i.
+ * Each rank gets its own window (a separate allocation on the device,
+ * reached by the kernels exactly as an NVLink peer's: flat base + rank x
+ * a 4 GiB-multiple stride) and its own control block. Each rank's
+ * persistent kernels fill floor(SMs / nranks) SMs, so that every rank's
+ * kernel can be resident at once: issue the ranks' calls on one stream per
+ * rank, none waiting on another (a rank whose kernel cannot start makes
+ * the others time out with LOOM_TIMEOUT, never hang). There is no NCCL
+ * communicator (loom_comm_nccl gives NULL), so NCCL-based baselines cannot
+ * run on it. Not for speed: "peer" stores are local HBM stores and the
+ * ranks share the device. Destroy with loom_comm_destroy (any order) or
+ * loom_comm_destroy_all. Errors: LOOM_INVALID_ARGUMENT, LOOM_CUDA_ERROR,
+ * LOOM_OUT_OF_MEMORY; on error every comms[i] is NULL. */
+loom_result_t loom_comm_create_loopback(int nranks, const loom_comm_config_t *config,
+                                        loom_comm_t *comms);
+
 /* Destroy a communicator: waits for its device work (host-synchronising),
  * deregisters and frees the workspace, releases the device communicator.
  *   comm [in] a communicator, or NULL (no-op, returns LOOM_SUCCESS).
@@ -214,7 +236,8 @@ loom_result_t loom_comm_device(loom_comm_t comm, int *device);
 loom_result_t loom_comm_workspace_bytes(loom_comm_t comm, size_t *bytes);
 /* The NCCL communicator underneath (borrowed: the one passed to
  * loom_comm_create, or the one loom_comm_create_all made, which
- * loom_comm_destroy frees). For running NCCL collectives beside loom's. */
+ * loom_comm_destroy frees; NULL for a loopback world's rank). For running
+ * NCCL collectives beside loom's. */
 loom_result_t loom_comm_nccl(loom_comm_t comm, ncclComm_t *nccl);
 
 /* ------------------------------------------------------------------------

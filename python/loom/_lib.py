@@ -241,6 +241,7 @@ _PROTOTYPES = {
     "loom_dtype_string": (c_char_p, [c_int]),
     "loom_comm_create": (_res, [_handle, POINTER(CommConfigC), POINTER(_handle)]),
     "loom_comm_create_all": (_res, [c_int, POINTER(c_int), POINTER(CommConfigC), POINTER(_handle)]),
+    "loom_comm_create_loopback": (_res, [c_int, POINTER(CommConfigC), POINTER(_handle)]),
     "loom_comm_destroy": (_res, [_handle]),
     "loom_comm_destroy_all": (_res, [c_int, POINTER(_handle)]),
     "loom_comm_get_async_error": (_res, [_handle, POINTER(c_int)]),

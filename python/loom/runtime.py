@@ -88,6 +88,25 @@ class Comm:
             c.config = config or CommConfig()
         return comms
 
+    @classmethod
+    def create_loopback(cls, nranks: int,
+                        config: Optional[CommConfig] = None) -> List["Comm"]:
+        """loom_comm_create_loopback: nranks ranks on the current CUDA device,
+        for testing multi-rank paths on one GPU (each rank's kernels fill
+        SMs // nranks SMs; issue the ranks' calls on separate streams). No
+        NCCL communicator; not for speed."""
+        n = int(nranks)
+        if n < 1:
+            raise _lib.LoomArgumentError(f"nranks ({n}) must be >= 1")
+        cfg = (config or CommConfig()).to_c()
+        out = (ctypes.c_void_p * n)()
+        check(_lib.lib.loom_comm_create_loopback(n, ctypes.byref(cfg), out))
+        comms = [cls(out[i]) for i in range(n)]
+        for c in comms:
+            c._clique = comms if n > 1 else None
+            c.config = config or CommConfig()
+        return comms
+
     # -- queries --
     def _query(self, fn, ctype):
         v = ctype()

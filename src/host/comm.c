@@ -80,6 +80,7 @@ loom_dev_comm loom_comm_dev_view(loom_comm_t comm, int op) {
   d.nranks = comm->nranks;
   d.slots = comm->config.signal_slots;
   d.op = op;
+  d.sms = comm->sms;
   d.flags_offset = comm->layout.flags_offset;
   d.data_offset = comm->layout.data_offset;
   d.timeout_ns = (uint64_t)comm->config.timeout_ms * 1000000ull;
@@ -240,6 +241,13 @@ devcomm:
       KEEP_FIRST();
     }
   }
+  if (c->loopback != NULL) {
+    /* the world's windows and their structs: freed with its last rank */
+    loom_loopback_release(c->loopback);
+    c->loopback = NULL;
+    c->window = NULL;
+    c->window_base = NULL;
+  }
   if (c->window != NULL) {
     ncclResult_t n = ncclCommWindowDeregister(c->nccl, c->window);
     c->window = NULL;
@@ -320,6 +328,7 @@ static loom_result_t comm_create(ncclComm_t nccl, const loom_resolved_config *cf
     goto fail;
   }
   c->device = cur_dev;
+  CUDA_CHECK(cudaDeviceGetAttribute(&c->sms, cudaDevAttrMultiProcessorCount, cur_dev));
   LOOM_CHECK(check_config_agreement(c));
 
   int lsa_size = 0;
@@ -511,6 +520,69 @@ fail:;
   free(nccl);
   free(jobs);
   free(devs);
+  return loom_set_error(res, "%s", msg);
+}
+
+/* ---- loopback world: several ranks on one device (testing) --------------- */
+
+loom_result_t loom_comm_create_loopback(int nranks, const loom_comm_config_t *config,
+                                        loom_comm_t *comms) {
+  loom_clear_error();
+  const char *fn = "loom_comm_create_loopback";
+  LOOM_ARG(comms != NULL, fn, "comms is NULL");
+  LOOM_ARG(nranks >= 1 && nranks <= LOOM_LOOPBACK_MAX_RANKS, fn,
+           "nranks (%d) must be in [1, %d]", nranks, LOOM_LOOPBACK_MAX_RANKS);
+  for (int i = 0; i < nranks; i++) comms[i] = NULL;
+  loom_resolved_config cfg;
+  loom_result_t res = loom_resolve_comm_config(fn, config, &cfg);
+  if (res != LOOM_SUCCESS) return res;
+  int dev = 0, sms = 0;
+  loom_loopback *lb = NULL;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  LOOM_ARG(sms / nranks >= 1, fn, "nranks (%d) exceeds the device's %d SMs", nranks, sms);
+  const loom_window_layout layout =
+      loom_window_layout_make(nranks, cfg.signal_slots, cfg.workspace_bytes);
+  LOOM_CHECK(loom_loopback_create(nranks, layout.total_bytes, &lb));
+  for (int r = 0; r < nranks; r++) {
+    struct loom_comm *c = (struct loom_comm *)calloc(1, sizeof *c);
+    if (c == NULL) {
+      res = loom_set_error(LOOM_OUT_OF_MEMORY, "%s: out of host memory", fn);
+      goto fail;
+    }
+    comms[r] = c;
+    c->loopback = lb; /* one reference per rank, released by comm_release */
+    c->rank = r;
+    c->nranks = nranks;
+    c->device = dev;
+    c->sms = sms / nranks;
+    c->config = cfg;
+    c->layout = layout;
+    c->window_base = loom_loopback_base(lb, r);
+    c->window = loom_loopback_window(lb, r);
+    CUDA_CHECK(cudaMalloc((void **)&c->ctrl, sizeof(loom_ctrl)));
+    CUDA_CHECK(cudaMemset(c->ctrl, 0, sizeof(loom_ctrl)));
+    CUDA_CHECK(cudaHostAlloc((void **)&c->fault_host, sizeof(loom_fault_record),
+                             cudaHostAllocMapped));
+    memset((void *)c->fault_host, 0, sizeof(loom_fault_record));
+    CUDA_CHECK(cudaHostGetDevicePointer((void **)&c->fault_dev, (void *)c->fault_host, 0));
+    c->magic = LOOM_COMM_MAGIC;
+  }
+  CUDA_CHECK(cudaDeviceSynchronize());
+  return LOOM_SUCCESS;
+fail:;
+  char msg[1024];
+  loom_copy_error(msg, sizeof msg);
+  int released = 0;
+  for (int r = 0; r < nranks; r++) {
+    if (comms[r] == NULL) continue;
+    comm_release(comms[r]);
+    free(comms[r]);
+    comms[r] = NULL;
+    released++;
+  }
+  /* ranks never built still hold their references */
+  for (int r = released; lb != NULL && r < nranks; r++) loom_loopback_release(lb);
   return loom_set_error(res, "%s", msg);
 }
 

@@ -34,9 +34,23 @@ typedef struct {
   int timeout_ms;
 } loom_resolved_config;
 
+/* Loopback worlds (loopback.c): several ranks' windows on one device. */
+#define LOOM_LOOPBACK_MAX_RANKS 64
+typedef struct loom_loopback loom_loopback;
+/* Reserve and map nranks windows of window_bytes on the current device,
+ * zeroed, with their window structs; refs = nranks. */
+loom_result_t loom_loopback_create(int nranks, size_t window_bytes, loom_loopback **out);
+void *loom_loopback_base(const loom_loopback *lb, int rank);
+ncclWindow_t loom_loopback_window(const loom_loopback *lb, int rank);
+/* One communicator is done with it; the last one frees it (synchronises
+ * the device first). */
+void loom_loopback_release(loom_loopback *lb);
+
 struct loom_comm {
   uint32_t magic;            /* LOOM_COMM_MAGIC while alive */
-  ncclComm_t nccl;
+  ncclComm_t nccl;           /* NULL in a loopback world */
+  loom_loopback *loopback;   /* non-NULL: a loopback world's rank */
+  int sms;                   /* SMs its persistent kernels fill */
   int owns_nccl;             /* made by loom_comm_create_all */
   int rank, nranks, device;
   loom_resolved_config config;

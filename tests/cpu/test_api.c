@@ -118,6 +118,13 @@ static void test_comm_create_args(void) {
   EXPECT_BAD(loom_comm_create_all(1, NULL, &bad, comms), "timeout_ms");
   CHECK(comms[0] == NULL, "failed create_all clears comms");
 
+  EXPECT_BAD(loom_comm_create_loopback(2, NULL, NULL), "comms");
+  EXPECT_BAD(loom_comm_create_loopback(0, NULL, comms), "nranks");
+  EXPECT_BAD(loom_comm_create_loopback(65, NULL, comms), "nranks");
+  comms[0] = (loom_comm_t)0x1;
+  EXPECT_BAD(loom_comm_create_loopback(2, &bad, comms), "timeout_ms");
+  CHECK(comms[0] == NULL, "failed create_loopback clears comms");
+
   CHECK(loom_comm_destroy(NULL) == LOOM_SUCCESS, "destroy(NULL) is a no-op");
   EXPECT_BAD(loom_comm_destroy_all(-1, comms), "n ");
   EXPECT_BAD(loom_comm_destroy_all(2, NULL), "comms");

@@ -28,6 +28,12 @@ run "$dir/test_faults" multi
 # communicator, back to back, bitwise equal to the same calls in isolation.
 run "$dir/test_sequence" single
 run "$dir/test_sequence" multi
+# Loopback worlds (loom_comm_create_loopback): 2, 4 and 8 ranks on device 0,
+# so every multi-rank protocol runs even where one GPU is visible.
+run "$dir/test_exchange" loopback
+run "$dir/test_moe" loopback --every 7
+run "$dir/test_faults" loopback
+run "$dir/test_sequence" loopback
 # Bulk-synchronous baseline (src/baseline) against the reference, with the
 # expert GEMMs as a loop of cublasGemmEx and as grouped-batched calls.
 run "$dir/test_baseline"

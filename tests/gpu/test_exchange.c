@@ -5,6 +5,8 @@
  *   test_exchange single   one process drives every GPU (loom_comm_create_all)
  *   test_exchange multi    one process per GPU: rank 0 makes the NCCL unique
  *                          id and hands it to the others through pipes
+ *   test_exchange loopback one process, 2, 4 and 8 ranks on device 0
+ *                          (loom_comm_create_loopback)
  *
  * Each case: fresh random data per rank and per call (a pure function of
  * seed, rank and call, so every process can compute what any rank sent),
@@ -268,19 +270,24 @@ static loom_comm_config_t test_config(int nranks, int timeout_ms) {
   return cfg;
 }
 
-/* ---- one process, all GPUs -------------------------------------------------- */
+/* ---- one process, all GPUs (or, loopback, every rank on device 0) ------------ */
+
+static int g_loopback = 0;
 
 static int single_process(int n, int fault) {
   rank_ctx cs[MAX_RANKS];
   loom_comm_t comms[MAX_RANKS] = {0};
   memset(cs, 0, sizeof cs);
   loom_comm_config_t cfg = test_config(n, fault ? FAULT_TIMEOUT_MS : LOOM_UNSET);
-  LOOM_T(loom_comm_create_all(n, NULL, &cfg, comms));
+  if (g_loopback)
+    LOOM_T(loom_comm_create_loopback(n, &cfg, comms));
+  else
+    LOOM_T(loom_comm_create_all(n, NULL, &cfg, comms));
   int rc = 0;
   for (int i = 0; i < n && rc == 0; i++) {
     cs[i].comm = comms[i];
     cs[i].rank = i;
-    cs[i].device = i;
+    cs[i].device = g_loopback ? 0 : i;
     rc = ctx_setup(&cs[i], n);
   }
   if (rc == 0) {
@@ -341,19 +348,21 @@ static int multi_process(int n, int fault) {
 int main(int argc, char **argv) {
   setenv("NCCL_NVLS_ENABLE", "0", 0);
   const int multi = argc > 1 && strcmp(argv[1], "multi") == 0;
+  g_loopback = argc > 1 && strcmp(argv[1], "loopback") == 0;
+  const char *name = multi ? "test_exchange multi"
+                     : g_loopback ? "test_exchange loopback" : "test_exchange single";
   alarm(2 * CHILD_DEADLINE_S); /* a hang becomes a failure, never a stall */
   int ngpu = multi ? ranks_gpu_count() : 0;
   if (!multi && cudaGetDeviceCount(&ngpu) != cudaSuccess) ngpu = 0;
   if (ngpu == 0) {
     CHECK_SKIP("no GPU visible");
-    return check_summary(multi ? "test_exchange multi" : "test_exchange single");
+    return check_summary(name);
   }
-  printf("test_exchange %s: %d GPUs visible, seed 0x%llx\n", multi ? "multi" : "single", ngpu,
-         (unsigned long long)SEED);
+  printf("%s: %d GPUs visible, seed 0x%llx\n", name, ngpu, (unsigned long long)SEED);
   const int sizes[] = {1, 2, 4, 8};
-  for (int i = 0; i < 4; i++) {
+  for (int i = g_loopback ? 1 : 0; i < 4; i++) {
     const int n = sizes[i];
-    if (n > ngpu || n > MAX_RANKS) {
+    if ((n > ngpu && !g_loopback) || n > MAX_RANKS) {
       CHECK_SKIP("%d GPUs needed, %d visible", n, ngpu);
       continue;
     }
@@ -368,5 +377,5 @@ int main(int argc, char **argv) {
       fflush(stdout);
     }
   }
-  return check_summary(multi ? "test_exchange multi" : "test_exchange single");
+  return check_summary(name);
 }

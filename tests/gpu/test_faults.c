@@ -5,6 +5,8 @@
  *
  *   test_faults single [--seed S]  one process drives
  *                      every GPU (loom_comm_create_all per case)
+ *   test_faults loopback [--seed S] one process, every rank on device 0
+ *                      (loom_comm_create_loopback per case)
  *   test_faults multi  [--seed S]  one process per GPU
  *                      (ranks.h); each case makes a loom communicator on
  *                      the rank's one NCCL communicator
@@ -233,6 +235,8 @@ static void ctx_free(rank_ctx *c) {
 
 /* ---- world: communicators, barrier, bounded waits ------------------------------------------- */
 
+static int g_loopback = 0; /* test_faults loopback: every rank on device 0 */
+
 /* Every rank of the world (multi: every process) meets here; bounded. */
 static int world_barrier(world_t *w, const char *what) {
   if (!w->multi) return 0;
@@ -242,7 +246,10 @@ static int world_barrier(world_t *w, const char *what) {
 static int world_comm_create(world_t *w, const loom_comm_config_t *cfg) {
   if (!w->multi) {
     loom_comm_t comms[MAX_RANKS] = {0};
-    LOOM_T(loom_comm_create_all(w->R, NULL, cfg, comms));
+    if (g_loopback)
+      LOOM_T(loom_comm_create_loopback(w->R, cfg, comms));
+    else
+      LOOM_T(loom_comm_create_all(w->R, NULL, cfg, comms));
     for (int i = 0; i < w->R; i++) w->cs[i].comm = comms[i];
     return 0;
   }
@@ -1210,7 +1217,7 @@ static int single_process(int R, shared_t *sh) {
   watchdog(CASE_DEADLINE_S, "R=%d: buffers", R);
   for (int i = 0; i < R && rc == 0; i++) {
     w.cs[i].rank = i;
-    w.cs[i].device = i;
+    w.cs[i].device = g_loopback ? 0 : i;
     rc = ctx_setup(&w.cs[i]);
   }
   if (rc == 0) rc = run_world(&w);
@@ -1246,26 +1253,30 @@ static int child_rank(const ranks_child *rc, void *arg) {
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: test_faults single|multi [--seed S]\n");
+  fprintf(stderr, "usage: test_faults single|multi|loopback [--seed S]\n");
   return 2;
 }
 
 int main(int argc, char **argv) {
   setenv("NCCL_NVLS_ENABLE", "0", 0);
-  if (argc < 2 || (strcmp(argv[1], "single") != 0 && strcmp(argv[1], "multi") != 0)) return usage();
+  if (argc < 2 || (strcmp(argv[1], "single") != 0 && strcmp(argv[1], "multi") != 0 &&
+                    strcmp(argv[1], "loopback") != 0))
+    return usage();
   const int multi = strcmp(argv[1], "multi") == 0;
+  g_loopback = strcmp(argv[1], "loopback") == 0;
   for (int a = 2; a < argc; a++) {
     char *end = NULL;
     if (a + 1 >= argc || strcmp(argv[a], "--seed") != 0) return usage();
     g_seed = strtoull(argv[++a], &end, 0);
     if (end == NULL || *end != '\0') return usage();
   }
-  const char *name = multi ? "test_faults multi" : "test_faults single";
+  const char *name = multi ? "test_faults multi"
+                     : g_loopback ? "test_faults loopback" : "test_faults single";
   watchdog_start("test_faults");
   watchdog(CASE_DEADLINE_S, "counting GPUs");
   int ngpu = multi ? ranks_gpu_count() : 0;
   if (!multi && cudaGetDeviceCount(&ngpu) != cudaSuccess) ngpu = 0;
-  if (ngpu < 2) {
+  if (ngpu < 2 && !(g_loopback && ngpu == 1)) {
     CHECK_SKIP("%d GPU(s) visible; the fault tests need 2", ngpu);
     alarm(0);
     return check_summary(name);
@@ -1282,7 +1293,7 @@ int main(int argc, char **argv) {
   const double start = now_s();
   for (int s = 0; s < 3; s++) {
     const int R = sizes[s];
-    if (R > ngpu) {
+    if (R > ngpu && !g_loopback) {
       CHECK_SKIP("R=%d: %d GPUs needed, %d visible (skipped)", R, R, ngpu);
       continue;
     }

@@ -7,6 +7,9 @@
  *                              (loom_comm_create_all)
  *   test_moe multi  [options]  one process per GPU: rank 0 makes the NCCL
  *                              unique id and hands it to the others (pipes)
+ *   test_moe loopback [options] one process, 2, 4 and 8 ranks on device 0
+ *                              (loom_comm_create_loopback): the multi-rank
+ *                              protocols where one GPU is at hand
  *   options: --every N (run configs i % N == 0 and real cases j with
  *            (j + log2 R) % N == 0), --seed S (data seed),
  *            --configs / --real / --special (run only those families;
@@ -225,6 +228,7 @@ _Static_assert(REF_ACT_RELU == (int)LOOM_ACT_RELU && REF_ACT_GELU == (int)LOOM_A
 
 static uint64_t g_seed = 0x6c6f6f6d4d6f45ull;
 static int g_threads = 1;
+static int g_loopback = 0; /* test_moe loopback: every rank on device 0 */
 
 /* ---- deterministic random numbers (splitmix64) ---------------------------------------------- */
 
@@ -1639,6 +1643,7 @@ static int run_fault(rank_ctx *cs, int nlocal, int R, host_data *d) {
     return -1;
   }
   watchdog(CASE_DEADLINE_S, "%s (rank %d silent)", desc, silent);
+  int timeouts = 0;
   const double t0 = now_s();
   launch_all(cs, nlocal, &c, 0, silent, desc);
   for (int i = 0; i < nlocal; i++) {
@@ -1652,8 +1657,18 @@ static int run_fault(rank_ctx *cs, int nlocal, int R, host_data *d) {
             loom_result_string(async), loom_last_error());
       continue;
     }
-    CHECK(async == LOOM_TIMEOUT, "rank %d: async error %s (%s), want timeout [%s]", cs[i].rank,
-          loom_result_string(async), loom_last_error(), desc);
+    /* Every waiting rank times out on the silent one, unless another
+     * waiting rank's timeout reached it first: then it stops with a peer
+     * error that carries that timeout on the silent rank. */
+    char on_silent[64];
+    snprintf(on_silent, sizeof on_silent, "waiting for peer %d", silent);
+    const int relayed = async == LOOM_PEER_ERROR &&
+                        strstr(loom_last_error(), "failed first (timeout)") != NULL &&
+                        strstr(loom_last_error(), on_silent) != NULL;
+    timeouts += async == LOOM_TIMEOUT;
+    CHECK(async == LOOM_TIMEOUT || relayed,
+          "rank %d: async error %s (%s), want timeout (or a peer's timeout on rank %d) [%s]",
+          cs[i].rank, loom_result_string(async), loom_last_error(), silent, desc);
     CHECK(waited <= FAULT_TIMEOUT_MS / 1000.0 + 1.0,
           "rank %d returned after %.2f s (timeout %d ms + 1 s allowed)", cs[i].rank, waited,
           FAULT_TIMEOUT_MS);
@@ -1663,6 +1678,8 @@ static int run_fault(rank_ctx *cs, int nlocal, int R, host_data *d) {
           "rank %d: after a timeout, forward returns %s, want invalid usage", cs[i].rank,
           loom_result_string(again));
   }
+  if (nlocal == R)
+    CHECK(timeouts >= 1, "no rank reported its own timeout on silent rank %d [%s]", silent, desc);
   destroy_layers(cs, nlocal);
   return 0;
 }
@@ -1692,12 +1709,15 @@ static int check_trace(const rank_ctx *rc, const moe_case *c, const host_data *d
   const int r = rc->rank, R = c->nranks, E = c->E, El = E / R, T = c->tokens[r];
   int sms = 0, bad = 0;
   CUDA_T(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, rc->device));
+  /* blocks: one per SM, or a loopback rank's share (events still name
+   * physical SMs) */
+  const int blocks = g_loopback ? sms / R : sms;
   CHECK(info->recorded > 0 && info->dropped == 0 && info->recorded <= TRACE_CAPACITY,
         "rank %d: trace recorded %lld, dropped %lld (capacity %d) [%s]", r,
         (long long)info->recorded, (long long)info->dropped, TRACE_CAPACITY, desc);
-  CHECK(info->rank == r && info->blocks == sms && info->start_ns < info->end_ns,
-        "rank %d: trace info rank %d, blocks %d (%d SMs), start %llu end %llu [%s]", r, info->rank,
-        info->blocks, sms, (unsigned long long)info->start_ns, (unsigned long long)info->end_ns,
+  CHECK(info->rank == r && info->blocks == blocks && info->start_ns < info->end_ns,
+        "rank %d: trace info rank %d, blocks %d (want %d), start %llu end %llu [%s]", r,
+        info->rank, info->blocks, blocks, (unsigned long long)info->start_ns, (unsigned long long)info->end_ns,
         desc);
   if (info->recorded <= 0 || info->recorded > TRACE_CAPACITY) return -1;
   const size_t n = (size_t)info->recorded;
@@ -1979,13 +1999,16 @@ static int single_process(int R, int fault, int every) {
   make_plan(R, fault, every, &g_plan);
   const buf_sizes z = plan_sizes(&g_plan);
   if (comm_config(&g_plan, fault, &cfg) != 0) return -1;
-  watchdog(CASE_DEADLINE_S, "loom_comm_create_all(%d)", R);
-  LOOM_T(loom_comm_create_all(R, NULL, &cfg, comms));
+  watchdog(CASE_DEADLINE_S, "loom_comm_create_%s(%d)", g_loopback ? "loopback" : "all", R);
+  if (g_loopback)
+    LOOM_T(loom_comm_create_loopback(R, &cfg, comms));
+  else
+    LOOM_T(loom_comm_create_all(R, NULL, &cfg, comms));
   int rc = host_alloc(&d, R, &z);
   for (int i = 0; i < R && rc == 0; i++) {
     cs[i].comm = comms[i];
     cs[i].rank = i;
-    cs[i].device = i;
+    cs[i].device = g_loopback ? 0 : i;
     rc = ctx_setup(&cs[i], &z);
   }
   if (rc == 0) rc = run_world(cs, R, R, fault, &g_plan, &d);
@@ -2049,7 +2072,7 @@ static int multi_process(int R, int fault, int every) {
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: test_moe single|multi [--every N] [--seed S] [--configs] [--real] "
+  fprintf(stderr, "usage: test_moe single|multi|loopback [--every N] [--seed S] [--configs] [--real] "
                   "[--special]\n"
                   "  --configs, --real, --special: run only those families (--special: the\n"
                   "  determinism, graph, layouts, trace and fault cases); default: everything\n");
@@ -2058,8 +2081,11 @@ static int usage(void) {
 
 int main(int argc, char **argv) {
   setenv("NCCL_NVLS_ENABLE", "0", 0);
-  if (argc < 2 || (strcmp(argv[1], "single") != 0 && strcmp(argv[1], "multi") != 0)) return usage();
+  if (argc < 2 || (strcmp(argv[1], "single") != 0 && strcmp(argv[1], "multi") != 0 &&
+                    strcmp(argv[1], "loopback") != 0))
+    return usage();
   const int multi = strcmp(argv[1], "multi") == 0;
+  g_loopback = strcmp(argv[1], "loopback") == 0;
   int every = multi ? MULTI_EVERY : 1, select = 0;
   for (int a = 2; a < argc; a++) {
     char *end = NULL;
@@ -2078,7 +2104,7 @@ int main(int argc, char **argv) {
     if (end == NULL || *end != '\0' || every < 1) return usage();
   }
   if (select != 0) g_select = select;
-  const char *name = multi ? "test_moe multi" : "test_moe single";
+  const char *name = multi ? "test_moe multi" : g_loopback ? "test_moe loopback" : "test_moe single";
   watchdog_start("test_moe");
   watchdog(CASE_DEADLINE_S, "counting GPUs");
   int ngpu = multi ? ranks_gpu_count() : 0;
@@ -2097,9 +2123,9 @@ int main(int argc, char **argv) {
   fflush(stdout);
   const int sizes[] = {1, 2, 4, 8};
   const double start = now_s();
-  for (int s = 0; s < 4; s++) {
+  for (int s = g_loopback ? 1 : 0; s < 4; s++) {
     const int R = sizes[s];
-    if (R > ngpu) {
+    if (R > ngpu && !g_loopback) {
       CHECK_SKIP("%d GPUs needed, %d visible", R, ngpu);
       continue;
     }

@@ -10,6 +10,8 @@
  *                                                GPU (loom_comm_create_all)
  *   test_sequence multi  [--calls N] [--seed S]  one process per GPU
  *                                                (ranks.h)
+ *   test_sequence loopback [...]                 one process, 2, 4 and 8
+ *                                                ranks on device 0
  *
  * The sequence (default SEQ_DEFAULT_CALLS calls; every rank builds the same
  * one from the seed) mixes five operators:
@@ -657,6 +659,8 @@ static int verify_moe(world_t *w, rank_ctx *rc, int i) {
   return ok ? 0 : -1;
 }
 
+static int g_loopback = 0; /* test_sequence loopback: every rank on device 0 */
+
 /* ---- one world size ----------------------------------------------------------------------------- */
 
 static void print_sequence(const world_t *w) {
@@ -738,13 +742,16 @@ static int single_process(int R, const seq_call *calls, int ncalls) {
   w.calls = calls;
   loom_comm_config_t cfg;
   if (comm_config(R, &cfg) != 0) return -1;
-  watchdog(STEP_DEADLINE_S, "R=%d: loom_comm_create_all", R);
+  watchdog(STEP_DEADLINE_S, "R=%d: loom_comm_create_%s", R, g_loopback ? "loopback" : "all");
   loom_comm_t comms[MAX_RANKS] = {0};
-  LOOM_T(loom_comm_create_all(R, NULL, &cfg, comms));
+  if (g_loopback)
+    LOOM_T(loom_comm_create_loopback(R, &cfg, comms));
+  else
+    LOOM_T(loom_comm_create_all(R, NULL, &cfg, comms));
   for (int i = 0; i < R; i++) {
     w.cs[i].comm = comms[i];
     w.cs[i].rank = i;
-    w.cs[i].device = i;
+    w.cs[i].device = g_loopback ? 0 : i;
   }
   const int rc = run_world(&w);
   watchdog(STEP_DEADLINE_S, "R=%d: teardown", R);
@@ -799,14 +806,17 @@ static int child_rank(const ranks_child *rc, void *arg) {
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: test_sequence single|multi [--calls N] [--seed S]\n");
+  fprintf(stderr, "usage: test_sequence single|multi|loopback [--calls N] [--seed S]\n");
   return 2;
 }
 
 int main(int argc, char **argv) {
   setenv("NCCL_NVLS_ENABLE", "0", 0);
-  if (argc < 2 || (strcmp(argv[1], "single") != 0 && strcmp(argv[1], "multi") != 0)) return usage();
+  if (argc < 2 || (strcmp(argv[1], "single") != 0 && strcmp(argv[1], "multi") != 0 &&
+                    strcmp(argv[1], "loopback") != 0))
+    return usage();
   const int multi = strcmp(argv[1], "multi") == 0;
+  g_loopback = strcmp(argv[1], "loopback") == 0;
   int ncalls = SEQ_DEFAULT_CALLS;
   for (int a = 2; a < argc; a++) {
     char *end = NULL;
@@ -819,7 +829,8 @@ int main(int argc, char **argv) {
       return usage();
     if (end == NULL || *end != '\0' || ncalls < 1 || ncalls > SEQ_MAX_CALLS) return usage();
   }
-  const char *name = multi ? "test_sequence multi" : "test_sequence single";
+  const char *name = multi ? "test_sequence multi"
+                     : g_loopback ? "test_sequence loopback" : "test_sequence single";
   watchdog_start("test_sequence");
   watchdog(STEP_DEADLINE_S, "counting GPUs");
   int ngpu = multi ? ranks_gpu_count() : 0;
@@ -840,9 +851,9 @@ int main(int argc, char **argv) {
   }
   const int sizes[4] = {1, 2, 4, 8};
   const double start = now_s();
-  for (int s = 0; s < 4; s++) {
+  for (int s = g_loopback ? 1 : 0; s < 4; s++) {
     const int R = sizes[s];
-    if (R > ngpu) {
+    if (R > ngpu && !g_loopback) {
       CHECK_SKIP("R=%d: %d GPUs needed, %d visible (skipped)", R, R, ngpu);
       continue;
     }

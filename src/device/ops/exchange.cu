@@ -70,19 +70,17 @@ __global__ void __launch_bounds__(exchange_cfg::threads, exchange_cfg::blocks_pe
   loom_kernel_end(c, epoch); /* also returns the buffers: credits */
 }
 
-/* Persistent grid (blocks_per_sm on every SM), launched cooperatively so
+/* Persistent grid (blocks_per_sm on each of the communicator's SMs: all of
+ * the device's, or a loopback rank's share), launched cooperatively so
  * that every block is resident: a waiting block must never keep a
  * peer-awaited block out. */
-static cudaError_t persistent_grid(const void *kernel, int threads, int *grid) {
-  int dev, sms, per_sm;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess) return e;
-  e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  if (e != cudaSuccess) return e;
-  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0);
+static cudaError_t persistent_grid(const loom_dev_comm *c, const void *kernel, int threads,
+                                   int *grid) {
+  int per_sm;
+  cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0);
   if (e != cudaSuccess) return e;
   if (per_sm < exchange_cfg::blocks_per_sm) return cudaErrorCooperativeLaunchTooLarge;
-  *grid = sms * exchange_cfg::blocks_per_sm;
+  *grid = c->sms * exchange_cfg::blocks_per_sm;
   return cudaSuccess;
 }
 
@@ -90,7 +88,7 @@ extern "C" cudaError_t loom_launch_exchange(const loom_dev_comm *c,
                                             const loom_exchange_args *a,
                                             cudaStream_t stream) {
   int grid;
-  cudaError_t e = persistent_grid((const void *)exchange_kernel, exchange_cfg::threads, &grid);
+  cudaError_t e = persistent_grid(c, (const void *)exchange_kernel, exchange_cfg::threads, &grid);
   if (e != cudaSuccess) return e;
   /* Aim for about one chunk per block over all destinations, never below
    * min_chunk and never more chunks than signal slots. */
@@ -131,7 +129,7 @@ extern "C" cudaError_t loom_launch_put_bench(const loom_dev_comm *c, int peer,
                                              const void *src, size_t bytes,
                                              cudaStream_t stream) {
   int grid;
-  cudaError_t e = persistent_grid((const void *)put_bench_kernel, exchange_cfg::threads, &grid);
+  cudaError_t e = persistent_grid(c, (const void *)put_bench_kernel, exchange_cfg::threads, &grid);
   if (e != cudaSuccess) return e;
   put_bench_kernel<<<grid, exchange_cfg::threads, 0, stream>>>(*c, peer, (const char *)src,
                                                                 bytes);

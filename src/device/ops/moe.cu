@@ -1323,9 +1323,8 @@ static cudaError_t launch_parts(const loom_dev_comm *c, const loom_moe_params *p
   if (stage > smem) smem = stage;
   if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess)
     return e;
-  int dev, sms, per_sm;
-  if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
-  if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return e;
+  const int sms = c->sms; /* the device's, or a loopback rank's share */
+  int per_sm;
   if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem)) != cudaSuccess)
     return e;
   if (per_sm < moe_cfg::blocks_per_sm || sms * moe_cfg::blocks_per_sm > LOOM_MOE_MAX_BLOCKS)

@@ -39,3 +39,29 @@ extern "C" ncclResult_t loom_devcomm_destroy(ncclComm_t nccl, void *handle) {
   free(handle);
   return r;
 }
+
+/* A loopback world's window for `rank` (src/host/loopback.c): the struct
+ * ncclGetLsaPointer reads, filled as NCCL fills its own: rank p's bytes at
+ * flat_base + p * stride4g * 4 GiB. No multimem, no GIN. */
+extern "C" cudaError_t loom_loopback_window_create(char *flat_base, unsigned stride4g, int rank,
+                                                   ncclWindow_t *out) {
+  struct ncclWindow_vidmem w;
+  memset(&w, 0, sizeof w);
+  w.lsaFlatBase = flat_base;
+  w.lsaRank = rank;
+  w.worldRank = rank;
+  w.stride4G = stride4g;
+  void *dev = NULL;
+  cudaError_t e = cudaMalloc(&dev, sizeof w);
+  if (e != cudaSuccess) return e;
+  if ((e = cudaMemcpy(dev, &w, sizeof w, cudaMemcpyHostToDevice)) != cudaSuccess) {
+    cudaFree(dev);
+    return e;
+  }
+  *out = (ncclWindow_t)dev;
+  return cudaSuccess;
+}
+
+extern "C" cudaError_t loom_loopback_window_destroy(ncclWindow_t window) {
+  return cudaFree((void *)window);
+}

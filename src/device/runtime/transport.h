@@ -19,13 +19,15 @@ extern "C" {
 #endif
 
 /* What a kernel knows about its communicator. Passed by value (kernel
- * parameter space), 80 bytes. */
+ * parameter space), 72 bytes. */
 typedef struct {
   ncclWindow_t window;      /* symmetric window (device-side handle) */
   int rank;                 /* world rank == LSA rank (checked at create) */
   int nranks;
   int slots;                /* signal slots per source rank */
   int op;                   /* loom_op_id, for fault records */
+  int sms;                  /* SMs a persistent kernel may fill: the device's,
+                               or this rank's share in a loopback world */
   size_t flags_offset;      /* start of the signal flags in the window */
   size_t data_offset;       /* start of the data region in the window */
   uint64_t timeout_ns;      /* bound on every wait */
@@ -38,6 +40,12 @@ typedef struct {
  * reachable by load/store (== nranks on one NVLink domain). Collective. */
 ncclResult_t loom_devcomm_create(ncclComm_t nccl, void **handle, int *lsa_size);
 ncclResult_t loom_devcomm_destroy(ncclComm_t nccl, void *handle);
+
+/* A loopback world's window struct for `rank` (device memory): rank p's
+ * bytes at flat_base + p * stride4g * 4 GiB (src/host/loopback.c). */
+cudaError_t loom_loopback_window_create(char *flat_base, unsigned stride4g, int rank,
+                                        ncclWindow_t *out);
+cudaError_t loom_loopback_window_destroy(ncclWindow_t window);
 
 #ifdef __cplusplus
 }
