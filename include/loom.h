@@ -359,8 +359,11 @@ loom_result_t loom_exchange(loom_comm_t comm, loom_exchange_t pattern,
  * Workspace. Dropless buffers are sized for the worst case: every rank may
  * send one destination max_tokens_per_rank x min(top_k, E/R) rows, into a
  * dispatch and a return region of R such slots each, so
- *   workspace ~= 2 x R x max_tokens_per_rank x min(top_k, E/R) x hidden x
- *                dtype size  (+ small headers)
+ *   workspace ~= (2 x R x max_tokens_per_rank x min(top_k, E/R) + 128 x E/R)
+ *                x hidden x dtype size  (+ small headers and counters)
+ * (the dispatch region is expert-major: each local expert's rows, from
+ * every source, start on a 128-row tile, hence up to 128 padding rows per
+ * local expert; no padding row is ever sent or multiplied into a result)
  * per rank (28 GiB at R = 8, 16384 tokens, top_k 8, hidden 7168, bf16).
  * loom_moe_workspace_describe() spells out the terms for a config.
  * ------------------------------------------------------------------------ */

@@ -140,6 +140,12 @@ static void describe_fault(const loom_fault_record *f, char *buf, size_t n) {
              f->rank, op_name(f->op), f->peer, seen >> 8, op_name((int)(seen & 0xff)), want >> 8,
              op_name((int)(want & 0xff)));
     return;
+  case LOOM_WAIT_ROWS:
+    snprintf(buf, n,
+             "rank %d timed out after %.1f ms in %s (block %d) waiting for rows from peer %d "
+             "(counter %d): %llu of %llu rows arrived",
+             f->rank, ms, op_name(f->op), f->block, f->peer, f->slot, seen, want);
+    return;
   case LOOM_WAIT_CREDIT:
     snprintf(buf, n,
              "rank %d timed out after %.1f ms in %s (block %d) waiting for peer %d to finish call "

@@ -132,8 +132,11 @@ static void layout(const moe_shape *s, int R, loom_moe_params *p, size_t *window
   p->R = R;
   p->El = s->E / R;
   p->Tmax = s->Tmax;
-  p->TPE = (s->Tmax + LOOM_MOE_BM - 1) / LOOM_MOE_BM;
   p->Cs = s->Tmax * (s->K < p->El ? s->K : p->El);
+  /* expert-major dispatch region: every local expert starts on a 128-row
+   * boundary, so up to 128 rows of padding each */
+  p->DR = R * p->Cs + LOOM_MOE_BM * p->El;
+  p->NT = (p->DR + LOOM_MOE_BM - 1) / LOOM_MOE_BM;
   p->act = s->act;
   p->dtype = s->dtype;
   p->math = s->math;
@@ -144,16 +147,15 @@ static void layout(const moe_shape *s, int R, loom_moe_params *p, size_t *window
   p->capacity_factor = s->cf;
   p->es = (int)es;
   p->row_bytes = (size_t)s->H * es;
-  p->hdr_stride = loom_align_up((size_t)(p->El + 2) * 4, 16); /* counts, hash, call */
+  p->hdr_stride = loom_align_up((size_t)(p->E + 2) * 4, 16); /* every count, hash, call */
   p->hdr_parity_bytes = loom_align_up((size_t)R * p->hdr_stride, 256);
   p->hdr_off = 0;
-  const size_t region = loom_align_up((size_t)R * p->Cs * p->row_bytes, 256);
-  p->disp_off = p->hdr_off + 2 * p->hdr_parity_bytes;
-  p->ret_off = p->disp_off + region;
-  p->slot_disp0 = 1;
-  p->slot_ret0 = 1 + p->El * p->TPE;
-  *window_bytes = p->ret_off + region;
-  *slots = 1 + 2 * p->El * p->TPE + 2; /* + the runtime's call tag and credit slots */
+  p->ready_off = p->hdr_off + 2 * p->hdr_parity_bytes;
+  p->back_off = p->ready_off + loom_align_up((size_t)p->NT * sizeof(uint32_t), 256);
+  p->disp_off = p->back_off + loom_align_up((size_t)R * p->El * sizeof(uint32_t), 256);
+  p->ret_off = p->disp_off + loom_align_up((size_t)p->DR * p->row_bytes, 256);
+  *window_bytes = p->ret_off + loom_align_up((size_t)R * p->Cs * p->row_bytes, 256);
+  *slots = 1 + 2; /* the header, + the runtime's call tag and credit slots */
 }
 
 loom_result_t loom_moe_layout(const char *fn, const loom_moe_config_t *config, int nranks,
@@ -215,8 +217,8 @@ typedef struct {
 static void private_buffers(loom_moe_params *p, moe_buffer b[MOE_NUM_BUFFERS]) {
   const size_t tk = (size_t)p->Tmax * p->K;
   const size_t ntt = (size_t)(p->Tmax + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
-  const size_t ndone = (size_t)p->R * p->El * p->TPE;
-  const size_t rows = (size_t)p->R * p->Cs;
+  const size_t ndone = (size_t)p->NT;
+  const size_t rows = (size_t)p->R * p->Cs, drows = (size_t)p->DR;
   const moe_buffer t[MOE_NUM_BUFFERS] = {
       {(void **)&p->ids, tk * sizeof(int32_t)},
       {(void **)&p->wts, tk * sizeof(float)},
@@ -224,7 +226,7 @@ static void private_buffers(loom_moe_params *p, moe_buffer b[MOE_NUM_BUFFERS]) {
       {(void **)&p->tile_counts, ntt * p->E * sizeof(int32_t)},
       {(void **)&p->kept, (size_t)p->E * sizeof(int32_t)},
       {(void **)&p->row_token, rows * sizeof(int32_t)},
-      {(void **)&p->h, rows * p->F * p->es},
+      {(void **)&p->h, drows * p->F * p->es},
       {(void **)&p->done0, ndone * sizeof(uint32_t)},
       {(void **)&p->done1, ndone * sizeof(uint32_t)},
       {(void **)&p->ticket, sizeof(uint32_t)},
@@ -252,11 +254,12 @@ static void describe_layout(loom_moe_params *p, size_t bytes, char *buf, size_t 
            "%zu bytes (%s) = 2 regions (dispatch + return) x %d ranks x %d rows "
            "(max_tokens_per_rank %d x min(top_k %d, E/R %d)) x %zu bytes a row (hidden %d x %d) "
            "[%s each, the dropless worst case: any source may send one rank all its "
-           "tokens' choices of that rank's experts] + headers %zu bytes; besides the window "
-           "the layer allocates %s of its own (mostly the intermediate: %d ranks x %d rows x "
-           "ffn %d x %d bytes)",
-           bytes, total, p->R, p->Cs, p->Tmax, p->K, p->El, p->row_bytes, p->H, p->es, reg,
-           (size_t)(p->disp_off - p->hdr_off), priv, p->R, p->Cs, p->F, p->es);
+           "tokens' choices of that rank's experts] + %d x 128 rows of padding in the "
+           "dispatch region (each local expert starts on a 128-row tile) + headers and row "
+           "counters %zu bytes; besides the window the layer allocates %s of its own (mostly "
+           "the intermediate: %d rows x ffn %d x %d bytes)",
+           bytes, total, p->R, p->Cs, p->Tmax, p->K, p->El, p->row_bytes, p->H, p->es, reg, p->El,
+           (size_t)(p->disp_off - p->hdr_off), priv, p->DR, p->F, p->es);
 }
 
 loom_result_t loom_moe_workspace_describe(const loom_moe_config_t *config, int nranks,
@@ -342,6 +345,8 @@ loom_result_t loom_moe_create(loom_comm_t comm, const loom_moe_config_t *config,
   CUDA_CHECK(cudaMemset(p->tr_state, 0, sizeof(loom_moe_trace_state)));
   /* the window offsets are relative to the data region */
   p->hdr_off += comm->layout.data_offset;
+  p->ready_off += comm->layout.data_offset;
+  p->back_off += comm->layout.data_offset;
   p->disp_off += comm->layout.data_offset;
   p->ret_off += comm->layout.data_offset;
   p->win_base = (const char *)comm->window_base;

@@ -975,7 +975,7 @@ static int compute_refs(const moe_case *c, host_data *d, const int *ranks, int n
 static void expected_stats(const moe_case *c, const host_data *d, int r, loom_moe_stats_t *st) {
   const int R = c->nranks, E = c->E, El = c->E / c->nranks;
   const int64_t row_bytes = (int64_t)c->H * (int64_t)dtype_bytes(c->dtype);
-  const int64_t header = ((int64_t)(El + 2) * 4 + 15) / 16 * 16;
+  const int64_t header = ((int64_t)(c->E + 2) * 4 + 15) / 16 * 16; /* every expert's count */
   memset(st, 0, sizeof *st);
   int64_t rows = 0, remote = 0;
   for (int p = 0; p < R; p++) {
@@ -1732,11 +1732,17 @@ static int check_trace(const rank_ctx *rc, const moe_case *c, const host_data *d
                   !(engine != NULL && strcmp(engine, "mma") == 0);
   const int wide = hop ? 256 : 128;
   const int nF = ceil_div(c->F, c->act == LOOM_ACT_SWIGLU ? wide / 2 : wide), nH = ceil_div(c->H, wide);
-  const int TPE = ceil_div(case_max_tokens(c), 128);
+  /* row tiles are expert-major (moe.h): 128 rows of one local expert from
+   * every source, so an expert's tiles are ceil(its rows from all sources
+   * / 128) and a tile index stays below R * max_tokens / 128 + 1 */
+  const int TPE = R * ceil_div(case_max_tokens(c), 128) + 1;
   int64_t want[LOOM_MOE_TRACE_FIRST_WAIT] = {0}, got[LOOM_MOE_TRACE_NUM_KINDS] = {0};
   int64_t tiles_in = 0;
-  for (int s = 0; s < R; s++)
-    for (int le = 0; le < El; le++) tiles_in += ceil_div(d->kept[(size_t)s * E + r * El + le], 128);
+  for (int le = 0; le < El; le++) {
+    int64_t rows = 0;
+    for (int s = 0; s < R; s++) rows += d->kept[(size_t)s * E + r * El + le];
+    tiles_in += ceil_div(rows, 128);
+  }
   for (int e = 0; e < E; e++) want[LOOM_MOE_TRACE_DISPATCH] += ceil_div(d->kept[(size_t)r * E + e], 128);
   want[LOOM_MOE_TRACE_GATE] = want[LOOM_MOE_TRACE_COMBINE] = ceil_div(T, 32);
   want[LOOM_MOE_TRACE_PLACE] = info->blocks;

@@ -8,21 +8,29 @@
  *
  *   1 gate      token tiles: logits (fp64 tensor cores), softmax, top-k;
  *               or caller routing. Per-tile expert counts.     | barrier 1
- *   2 place     every block derives kept counts and the region offsets;
+ *   2 place     every block derives kept counts and its send offsets;
  *               each token tile places its assignments in token-major
  *               order (capacity drops the late ones); block d < R sends
- *               rank d its header.                              | barrier 2
- *   3 dispatch  (dest, expert, row tile) items round-robin over blocks:
+ *               rank d its header: the kept counts of EVERY expert.
+ *                                                               | barrier 2
+ *   3 counts    every block waits for every source's header and derives
+ *               the expert-major layout: where its rows go at each dest,
+ *               where each source's rows sit here, the row tiles.
+ *     dispatch  (dest, expert, 128 rows) items round-robin over blocks:
  *               gather token rows, put them into the destination's
- *               window, signal the tile. No waits.
+ *               expert-major region, add them to its tiles' ready
+ *               counters. No waits.
  *   4 experts   tasks from a ticket counter: all GEMM0s, then all GEMM1s,
- *               each in row-tile order with the local source first:
- *               GEMM0 (rows x W1, activation) per 64 output columns, after
- *               the tile's dispatch flag; GEMM1 (h x W2) per 64 columns,
- *               after all GEMM0 tasks of the tile; GEMM1 rows go straight
- *               into the source's window; the tile's last GEMM1 signals it.
- *   5 combine   token tiles: wait for the tiles holding each choice,
- *               y = sum_j w_j * out_j in fp32, ascending j (deterministic).
+ *               each in row-tile order (a tile: 128 rows of one local
+ *               expert, from every source; only an expert's last tile is
+ *               partial): GEMM0 (rows x W1, activation) per output column
+ *               block, after the tile's ready counter is full; GEMM1 (h x
+ *               W2) after all GEMM0 tasks of the tile; GEMM1 rows go
+ *               straight back into their source's window; the tile's last
+ *               GEMM1 adds each source's rows to its back counter.
+ *   5 combine   token tiles: wait until every (dest, expert) a choice went
+ *               to has returned all its rows, then y = sum_j w_j * out_j in
+ *               fp32, ascending j (deterministic).
  *
  * Two variants (moe_kernel's HOP): 384-thread blocks whose phase 4 runs on
  * the Hopper wgmma + TMA engine (phase_experts_hop; K-major weights on
@@ -35,8 +43,9 @@
  * (tr_open / tr_close below; docs/moe.md "Trace"); off, every site is one
  * branch on that NULL parameter.
  *
- * Deadlock freedom: phase 3 never waits; a GEMM0 waits only on phase 3 of
- * some rank; a GEMM1 only on GEMM0 tasks with smaller tickets, already
+ * Deadlock freedom: phase 3 waits only for headers, sent before barrier 2
+ * of each rank by blocks that never wait for anything but credits; a GEMM0
+ * waits only on phase 3 of some ranks; a GEMM1 only on GEMM0 tasks with smaller tickets, already
  * held by resident blocks (cooperative launch); phase 5 only on GEMM1s.
  */
 #include <cuda_bf16.h>
@@ -75,11 +84,15 @@ static_assert(sizeof(loom_moe_trace_event_t) == 32, "loom.h: a trace event is 32
 /* Shared state that lives across phases (static part; E <= 1024). */
 struct moe_shared {
   int kept[LOOM_MOE_MAX_EXPERTS];   /* this source's kept rows per expert */
-  int offs[LOOM_MOE_MAX_EXPERTS];   /* region row of expert e's group at its dest */
-  int work[LOOM_MOE_MAX_EXPERTS];   /* scratch per expert */
-  int rc[LOOM_MOE_MAX_EXPERTS];     /* [R][El] rows received, from headers */
-  int roff[LOOM_MOE_MAX_EXPERTS];   /* [R][El] region row offset of (s, le) */
-  int tp[LOOM_MOE_MAX_EXPERTS + 1]; /* cumulative row tiles in task order */
+  int offs[LOOM_MOE_MAX_EXPERTS];   /* first row of expert e among the rows sent to its dest
+                                       (source-major: the return region's order) */
+  int work[LOOM_MOE_MAX_EXPERTS];   /* place: scratch per expert; from moe_counts on: eoff,
+                                       expert e's first row in its dest's dispatch region */
+  int rc[LOOM_MOE_MAX_EXPERTS];     /* [R][El] rows received from s for le, from headers */
+  int roff[LOOM_MOE_MAX_EXPERTS];   /* [R][El] dispatch-region row of (s, le)'s first row */
+  int soff[LOOM_MOE_MAX_EXPERTS];   /* [R][El] (s, le)'s first row among the rows s sent here */
+  int tp[LOOM_MOE_MAX_EXPERTS + 1]; /* [El + 1] cumulative row tiles per local expert */
+  int scan[32];                     /* block_scan's warp totals */
   moe_trace_sh tr;                  /* trace batch (tracing on only) */
   int value;                        /* broadcast slot */
 };
@@ -374,7 +387,8 @@ static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x,
 
 template <int DT>
 static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params &p,
-                                  const loom_moe_call &call, moe_shared &sh, float *lg_all) {
+                                  const loom_moe_call &call, moe_shared &sh, uint64_t epoch,
+                                  float *lg_all) {
   const int E = p.E, K = p.K, T = call.T;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int ntiles = (T + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
@@ -422,13 +436,18 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
     __syncthreads();
     tr_close(p, call, sh, TR_WORK);
   }
-  /* counters of phase 4, cleared before barrier 1 */
-  const size_t ndone = (size_t)p.R * p.El * p.TPE;
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < ndone;
-       i += (size_t)gridDim.x * blockDim.x) {
+  /* counters of phase 4 and the window's row counters, cleared before
+   * barrier 1: no peer adds to ours before it has our header of this call,
+   * sent after barrier 1 (moe.h) */
+  const size_t gt = (size_t)blockIdx.x * blockDim.x + threadIdx.x, gn = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = gt; i < (size_t)p.NT; i += gn) {
     p.done0[i] = 0;
     p.done1[i] = 0;
   }
+  uint32_t *ready = (uint32_t *)loom_local_ptr(c, p.ready_off);
+  uint32_t *back = (uint32_t *)loom_local_ptr(c, p.back_off);
+  for (size_t i = gt; i < (size_t)p.NT; i += gn) ready[i] = 0;
+  for (size_t i = gt; i < (size_t)p.R * p.El; i += gn) back[i] = 0;
   if (blockIdx.x == 0 && threadIdx.x == 0) *p.ticket = 0;
 }
 
@@ -544,7 +563,7 @@ static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params 
     }
   }
 
-  /* header for destination d: kept rows per local expert, config hash,
+  /* header for destination d: kept rows of every expert, config hash,
    * call number (padded). The header is this call's first store into d's
    * window: first wait until d has finished reading the previous call,
    * whatever operator it was (loom_wait_peer_ready). Dispatch stores come
@@ -556,13 +575,178 @@ static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params 
     int32_t *hdr = (int32_t *)loom_peer_ptr(c, d, p.hdr_off + (size_t)(epoch & 1) * p.hdr_parity_bytes +
                                                       (size_t)c.rank * p.hdr_stride);
     for (int i = threadIdx.x; i < (int)(p.hdr_stride / 4); i += blockDim.x)
-      hdr[i] = i < El ? sh.kept[d * El + i]
-               : i == El ? (int32_t)p.cfg_hash
-               : i == El + 1 ? (int32_t)(uint32_t)epoch : 0;
+      hdr[i] = i < E ? sh.kept[i]
+               : i == E ? (int32_t)p.cfg_hash
+               : i == E + 1 ? (int32_t)(uint32_t)epoch : 0;
     __syncthreads();
     if (threadIdx.x == 0) loom_signal(c, d, 0, epoch);
   }
   tr_close(p, call, sh, TR_WORK);
+  return 1;
+}
+
+/* ---- phase 3a: counts ------------------------------------------------------------ */
+
+/* Exclusive prefix sums of nseg segments of len ints each (a[seg * len +
+ * i]), in place. Short segments: a thread walks each; long ones (then few):
+ * one block-wide scan per segment (chunk per thread, warp shuffles). All
+ * threads; blockDim.x a multiple of 32. */
+static __device__ void seg_scan(int *a, int nseg, int len, int *scan) {
+  if (len <= 64) {
+    __syncthreads();
+    for (int g = threadIdx.x; g < nseg; g += blockDim.x) {
+      int run = 0;
+      for (int i = 0; i < len; i++) {
+        const int v = a[g * len + i];
+        a[g * len + i] = run;
+        run += v;
+      }
+    }
+    __syncthreads();
+    return;
+  }
+  const int nt = blockDim.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int per = (len + nt - 1) / nt;
+  for (int g = 0; g < nseg; g++) {
+    int *v = a + g * len;
+    __syncthreads();
+    const int lo = min(len, (int)threadIdx.x * per), hi = min(len, lo + per);
+    int sum = 0;
+    for (int i = lo; i < hi; i++) sum += v[i];
+    int x = sum;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int y = __shfl_up_sync(0xffffffffu, x, o);
+      if (lane >= o) x += y;
+    }
+    if (lane == 31) scan[warp] = x;
+    __syncthreads();
+    if (warp == 0) {
+      int w = lane < nt / 32 ? scan[lane] : 0;
+      for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(0xffffffffu, w, o);
+        if (lane >= o) w += y;
+      }
+      scan[lane] = w; /* inclusive over warps */
+    }
+    __syncthreads();
+    int run = x - sum + (warp > 0 ? scan[warp - 1] : 0);
+    for (int i = lo; i < hi; i++) {
+      const int t = v[i];
+      v[i] = run;
+      run += t;
+    }
+  }
+  __syncthreads();
+}
+
+/* After grid barrier 2 (every header of this call sent), in every block:
+ * every source's header (checked against this layer's config and call
+ * number), then from the count matrix
+ *   sh.work[e]   eoff: this rank's first row of expert e in its dest's
+ *                dispatch region = base_d(le) + rows of sources < me
+ *   sh.rc, sh.roff, sh.soff  per (source, local expert) of this rank
+ *   sh.tp[le]    first row tile of local expert le in task order; tp[El] all
+ * and the stats. 0 after a raised error. Dispatch stores come after this,
+ * so after every source's header, and after the credit waits of phase 2
+ * (grid barrier 2). GEMM1 rows go back into source s's window later: the
+ * reuse rule for s was met in phase 2 too. */
+static __device__ int moe_counts(const loom_dev_comm &c, const loom_moe_params &p,
+                                 const loom_moe_call &call, moe_shared &sh, uint64_t epoch) {
+  const int El = p.El, R = p.R, E = p.E, me = c.rank;
+  const size_t hdr0 = p.hdr_off + (size_t)(epoch & 1) * p.hdr_parity_bytes;
+  for (int i = 0; i < R; i++) {
+    const int s = (me + i) % R;
+    tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_HEADER, s, 0, 0, 0);
+    if (!loom_block_wait(c, s, 0, epoch)) return 0;
+    tr_close(p, call, sh, TR_WAIT);
+    const int32_t *hdr = (const int32_t *)loom_local_ptr(c, hdr0 + (size_t)s * p.hdr_stride);
+    int mismatch = 0;
+    if (threadIdx.x == 0) {
+      const uint32_t theirs = *(volatile const uint32_t *)&hdr[E];
+      const uint32_t call_no = *(volatile const uint32_t *)&hdr[E + 1];
+      if (theirs != p.cfg_hash) {
+        mismatch = 1;
+        LOOM_RAISE(c, LOOM_INVALID_ARGUMENT, s, LOOM_WAIT_CONFIG_MISMATCH, 0, p.cfg_hash, theirs, 0);
+      } else if (call_no != (uint32_t)epoch) {
+        mismatch = 1;
+        LOOM_RAISE(c, LOOM_INVALID_USAGE, s, LOOM_WAIT_CALL_MISMATCH, 0,
+                   loom_call_tag((uint32_t)epoch, c.op), loom_call_tag(call_no, c.op), 0);
+      }
+    }
+    if (__syncthreads_or(mismatch)) return 0;
+  }
+  /* sender side: per expert e, all sources' rows (roundup to the tile:
+   * experts start on 128-row boundaries) into roff (scratch here), rows of
+   * sources before this one into work */
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    int tot = 0, pre = 0;
+    for (int s = 0; s < R; s++) {
+      const int v = *(volatile const int32_t *)((const char *)loom_local_ptr(c, hdr0 + (size_t)s * p.hdr_stride) +
+                                                 (size_t)e * 4);
+      tot += v;
+      pre += s < me ? v : 0;
+    }
+    sh.roff[e] = (tot + LOOM_MOE_BM - 1) / LOOM_MOE_BM * LOOM_MOE_BM;
+    sh.work[e] = pre;
+  }
+  seg_scan(sh.roff, R, El, sh.scan); /* roff[d * El + le] = base_d(le) */
+  for (int e = threadIdx.x; e < E; e += blockDim.x) sh.work[e] += sh.roff[e];
+  __syncthreads();
+  /* receiver side: rows from (s, le), their first row in the region and
+   * among the rows s sent here; tiles per local expert */
+  for (int i = threadIdx.x; i < R * El; i += blockDim.x) {
+    const int s = i / El, le = i % El;
+    const int v = *(volatile const int32_t *)((const char *)loom_local_ptr(c, hdr0 + (size_t)s * p.hdr_stride) +
+                                               (size_t)(me * El + le) * 4);
+    sh.rc[i] = v;
+    sh.soff[i] = v;
+  }
+  __syncthreads();
+  /* base_me(le) is roff[me * El + le] of the sender-side scan: keep it in tp */
+  for (int le = threadIdx.x; le < El; le += blockDim.x) sh.tp[le] = sh.roff[me * El + le];
+  __syncthreads();
+  for (int le = threadIdx.x; le < El; le += blockDim.x) {
+    int run = sh.tp[le];
+    for (int s = 0; s < R; s++) {
+      sh.roff[s * El + le] = run;
+      run += sh.rc[s * El + le];
+    }
+    sh.tp[le] = (run - sh.tp[le] + LOOM_MOE_BM - 1) / LOOM_MOE_BM; /* tiles of le */
+  }
+  seg_scan(sh.soff, R, El, sh.scan);
+  if (threadIdx.x == 0) {
+    int tiles = 0;
+    for (int le = 0; le < El; le++) tiles += sh.tp[le];
+    sh.tp[El] = tiles;
+  }
+  seg_scan(sh.tp, 1, El, sh.scan);
+  if (blockIdx.x == 0 && call.stats != NULL) {
+    /* rows and bytes, from what this rank sent and received */
+    for (int r = threadIdx.x; r < LOOM_MOE_MAX_RANKS; r += blockDim.x) {
+      int64_t sent = 0, recv = 0;
+      if (r < R)
+        for (int le = 0; le < El; le++) {
+          sent += sh.kept[r * El + le];
+          recv += sh.rc[r * El + le];
+        }
+      call.stats->rows_sent[r] = sent;
+      call.stats->rows_received[r] = recv;
+    }
+    if (threadIdx.x == 0) {
+      int64_t all = 0, remote = 0, kept = 0;
+      for (int r = 0; r < R; r++)
+        for (int le = 0; le < El; le++) {
+          const int64_t rows = sh.kept[r * El + le] + sh.rc[r * El + le];
+          kept += sh.kept[r * El + le];
+          all += rows * (int64_t)p.row_bytes + (le == 0 ? (int64_t)p.hdr_stride : 0);
+          if (r != me) remote += rows * (int64_t)p.row_bytes + (le == 0 ? (int64_t)p.hdr_stride : 0);
+        }
+      call.stats->rows_dropped = (int64_t)call.T * p.K - kept;
+      call.stats->bytes_sent = all;
+      call.stats->bytes_remote = remote;
+    }
+  }
+  __syncthreads();
   return 1;
 }
 
@@ -571,6 +755,8 @@ static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params 
 #define DISPATCH_U 8 /* 16-byte vectors in flight per lane (a 4 KB row per warp) */
 static __device__ void phase_dispatch(const loom_dev_comm &c, const loom_moe_params &p,
                                       const loom_moe_call &call, moe_shared &sh, uint64_t epoch) {
+  /* (dest, local expert, 128 of its rows) items over the blocks, as the
+   * source sees them; each item's rows are contiguous at the dest */
   const int El = p.El, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const size_t vec_per_row = p.row_bytes / 16;
   int item = 0;
@@ -583,12 +769,12 @@ static __device__ void phase_dispatch(const loom_dev_comm &c, const loom_moe_par
         if (item % gridDim.x != blockIdx.x) continue;
         const int r0 = tl * LOOM_MOE_BM, r1 = min(rows, r0 + LOOM_MOE_BM);
         tr_open(call, sh, TR_WORK, LOOM_MOE_TRACE_DISPATCH, d, le, tl, r1 - r0);
-        char *dst_base = loom_peer_ptr(c, d, p.disp_off + (size_t)c.rank * p.Cs * p.row_bytes);
+        /* rows [r0, r1) of (d, le) go to d's expert-major region at eoff */
+        char *dst_base = loom_peer_ptr(c, d, p.disp_off + (size_t)sh.work[e] * p.row_bytes);
         for (int r = r0 + warp; r < r1; r += (int)(blockDim.x >> 5)) {
-          const int row = sh.offs[e] + r;
-          const int t = __ldcg(&p.row_token[(size_t)d * p.Cs + row]);
+          const int t = __ldcg(&p.row_token[(size_t)d * p.Cs + sh.offs[e] + r]);
           const int4 *src = (const int4 *)((const char *)call.x + (size_t)t * p.row_bytes);
-          int4 *dst = (int4 *)(dst_base + (size_t)row * p.row_bytes);
+          int4 *dst = (int4 *)(dst_base + (size_t)r * p.row_bytes);
           /* DISPATCH_U loads per lane before their stores: a load-store
            * pair per vector was one round trip per 512 bytes of a warp */
           for (size_t v0 = lane; v0 < vec_per_row; v0 += 32 * DISPATCH_U) {
@@ -602,7 +788,14 @@ static __device__ void phase_dispatch(const loom_dev_comm &c, const loom_moe_par
           }
         }
         __syncthreads();
-        if (threadIdx.x == 0) loom_signal(c, d, p.slot_disp0 + le * p.TPE + tl, epoch);
+        /* the rows land in one or two of d's 128-row tiles: count them there */
+        if (threadIdx.x == 0) {
+          uint32_t *ready = (uint32_t *)loom_peer_ptr(c, d, p.ready_off);
+          const int a = sh.work[e] + r0, b = sh.work[e] + r1;
+          const int split = min(b, (a / LOOM_MOE_BM + 1) * LOOM_MOE_BM);
+          loom_count_add(&ready[a / LOOM_MOE_BM], (uint32_t)(split - a));
+          if (split < b) loom_count_add(&ready[split / LOOM_MOE_BM], (uint32_t)(b - split));
+        }
         tr_close(p, call, sh, TR_WORK);
       }
     }
@@ -626,95 +819,17 @@ static __device__ __forceinline__ void store_tile(char *dst, size_t pitch, const
   }
 }
 
-/* Before any expert GEMM: every source's header (counts per local expert,
- * checked against this layer's config and call number), then the row-tile
- * table in task order (sources from self on, experts within): sh.rc,
- * sh.roff, sh.tp; and the stats. 0 after a raised error. */
-static __device__ int experts_prepare(const loom_dev_comm &c, const loom_moe_params &p,
-                                      const loom_moe_call &call, moe_shared &sh, uint64_t epoch) {
-  const int El = p.El, R = p.R;
-  /* headers from every source, in task order (self first). GEMM1 rows
-   * go back into source s's window later: the reuse rule for s was met in
-   * phase 2, where some block waited for s's credit (and stored this call's
-   * tag) before grid barrier 2, which every block has passed. */
-  for (int i = 0; i < R; i++) {
-    const int s = (c.rank + i) % R;
-    tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_HEADER, s, 0, 0, 0);
-    if (!loom_block_wait(c, s, 0, epoch)) return 0;
-    tr_close(p, call, sh, TR_WAIT);
-    const int32_t *hdr = (const int32_t *)loom_local_ptr(
-        c, p.hdr_off + (size_t)(epoch & 1) * p.hdr_parity_bytes + (size_t)s * p.hdr_stride);
-    for (int le = threadIdx.x; le < El; le += blockDim.x)
-      sh.rc[s * El + le] = *(volatile const int32_t *)&hdr[le];
-    int mismatch = 0;
-    if (threadIdx.x == 0) {
-      const uint32_t theirs = *(volatile const uint32_t *)&hdr[El];
-      const uint32_t call_no = *(volatile const uint32_t *)&hdr[El + 1];
-      if (theirs != p.cfg_hash) {
-        mismatch = 1;
-        LOOM_RAISE(c, LOOM_INVALID_ARGUMENT, s, LOOM_WAIT_CONFIG_MISMATCH, 0, p.cfg_hash, theirs, 0);
-      } else if (call_no != (uint32_t)epoch) {
-        mismatch = 1;
-        LOOM_RAISE(c, LOOM_INVALID_USAGE, s, LOOM_WAIT_CALL_MISMATCH, 0,
-                   loom_call_tag((uint32_t)epoch, c.op), loom_call_tag(call_no, c.op), 0);
-      }
-    }
-    if (__syncthreads_or(mismatch)) return 0;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int tiles = 0;
-    for (int i = 0; i < R; i++) {
-      const int s = (c.rank + i) % R;
-      int off = 0;
-      for (int le = 0; le < El; le++) {
-        sh.tp[i * El + le] = tiles;
-        sh.roff[s * El + le] = off;
-        off += sh.rc[s * El + le];
-        tiles += (sh.rc[s * El + le] + LOOM_MOE_BM - 1) / LOOM_MOE_BM;
-      }
-    }
-    sh.tp[R * El] = tiles;
-  }
-  __syncthreads();
-  if (blockIdx.x == 0 && call.stats != NULL) {
-    /* rows and bytes, from what this rank sent and received */
-    for (int r = threadIdx.x; r < LOOM_MOE_MAX_RANKS; r += blockDim.x) {
-      int64_t sent = 0, recv = 0;
-      if (r < R)
-        for (int le = 0; le < El; le++) {
-          sent += sh.kept[r * El + le];
-          recv += sh.rc[r * El + le];
-        }
-      call.stats->rows_sent[r] = sent;
-      call.stats->rows_received[r] = recv;
-    }
-    if (threadIdx.x == 0) {
-      int64_t all = 0, remote = 0, kept = 0;
-      for (int r = 0; r < R; r++)
-        for (int le = 0; le < El; le++) {
-          const int64_t rows = sh.kept[r * El + le] + sh.rc[r * El + le];
-          kept += sh.kept[r * El + le];
-          all += rows * (int64_t)p.row_bytes + (le == 0 ? (int64_t)p.hdr_stride : 0);
-          if (r != c.rank) remote += rows * (int64_t)p.row_bytes + (le == 0 ? (int64_t)p.hdr_stride : 0);
-        }
-      call.stats->rows_dropped = (int64_t)call.T * p.K - kept;
-      call.stats->bytes_sent = all;
-      call.stats->bytes_remote = remote;
-    }
-  }
-
-  return 1;
-}
-
 /* One expert-phase task from its ticket, for both engines (and both roles
- * of the Hopper one): every GEMM0 task (all row tiles, local source first)
+ * of the Hopper one): every GEMM0 task (row tiles in local-expert order)
  * before every GEMM1 -- a GEMM1 then rarely waits for its tile's GEMM0s
  * (interleaving them per tile left about half the blocks waiting); nF / nH
- * tasks per row tile, n0 = GEMM0 tasks in all. */
+ * tasks per row tile, n0 = GEMM0 tasks in all. A row tile is 128 rows of
+ * one local expert's rows, from every source (moe.h). */
 struct moe_task {
   int gemm;    /* 0 or 1 */
-  int s, le, tl, rows, nb, dep;
+  int s;       /* source of the tile's first row (trace) */
+  int le, tl, rows, nb;
+  int dep;     /* the tile's index in the dispatch region (row0 / 128) */
   size_t row0; /* first row in the dispatch region / h of the tile */
 };
 
@@ -726,34 +841,44 @@ static __device__ __forceinline__ moe_task moe_decode(const loom_dev_comm &c, co
   t.gemm = ticket >= n0;
   const int tile_idx = t.gemm ? (ticket - n0) / nH : ticket / nF;
   t.nb = t.gemm ? (ticket - n0) % nH : ticket % nF;
-  int lo = 0, hi = R * El - 1; /* last i with tp[i] <= tile_idx */
+  int lo = 0, hi = El - 1; /* last le with tp[le] <= tile_idx */
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
     if (sh.tp[mid] <= tile_idx) lo = mid; else hi = mid - 1;
   }
-  t.s = (c.rank + lo / El) % R;
-  t.le = lo % El;
+  t.le = lo;
   t.tl = tile_idx - sh.tp[lo];
-  t.rows = min(LOOM_MOE_BM, sh.rc[t.s * El + t.le] - t.tl * LOOM_MOE_BM);
-  t.row0 = (size_t)t.s * p.Cs + sh.roff[t.s * El + t.le] + (size_t)t.tl * LOOM_MOE_BM;
-  t.dep = (t.s * El + t.le) * p.TPE + t.tl;
+  const int base = sh.roff[lo]; /* source 0's first row = the expert's base */
+  const int end = sh.roff[(R - 1) * El + lo] + sh.rc[(R - 1) * El + lo];
+  const int r0 = base + t.tl * LOOM_MOE_BM;
+  t.rows = min(LOOM_MOE_BM, end - r0);
+  t.row0 = (size_t)r0;
+  t.dep = r0 / LOOM_MOE_BM;
+  int s = 0;
+  while (s + 1 < R && sh.roff[(s + 1) * El + lo] <= r0) s++;
+  t.s = s;
   return t;
 }
 
-/* Row 0, column c0 of GEMM1 task t's output: row i of (s, le, tile) returns
- * to the same row of source s's return region. */
-static __device__ __forceinline__ char *ret_dst(const loom_dev_comm &c, const loom_moe_params &p,
-                                                const moe_shared &sh, const moe_task &t, int c0) {
-  return loom_peer_ptr(c, t.s, p.ret_off + ((size_t)c.rank * p.Cs + sh.roff[t.s * p.El + t.le] +
-                                            (size_t)t.tl * LOOM_MOE_BM) * p.row_bytes +
-                                   (size_t)c0 * p.es);
+/* Where dispatch-region row `row` (of local expert le) goes back: the same
+ * row among the rows its source s sent here, in s's return region (s's
+ * window; rows [roff, roff + rc) of (s, le) came from s). */
+static __device__ __forceinline__ char *ret_row(const loom_dev_comm &c, const loom_moe_params &p,
+                                                const moe_shared &sh, int le, int row) {
+  const int El = p.El;
+  int s = 0;
+  while (s + 1 < p.R && sh.roff[(s + 1) * El + le] <= row) s++;
+  const int i = sh.soff[s * El + le] + (row - sh.roff[s * El + le]);
+  return loom_peer_ptr(c, s, p.ret_off + ((size_t)c.rank * p.Cs + (size_t)i) * p.row_bytes);
 }
 
 /* One thread, after the stores of every thread that wrote task t's output
  * (ordered before by a barrier): count the task on its tile; the tile's
- * last GEMM1 signals the source that its rows are back. */
+ * last GEMM1 tells every source with rows in the tile how many of its rows
+ * are back (its back counter for (this rank, le)). */
 static __device__ __forceinline__ void task_done(const loom_dev_comm &c, const loom_moe_params &p,
-                                                 const moe_task &t, int nH, uint64_t epoch) {
+                                                 const moe_shared &sh, const moe_task &t, int nH,
+                                                 uint64_t epoch) {
   if (t.gemm == 0) {
     __threadfence();
     atomicAdd(&p.done0[t.dep], 1u);
@@ -762,8 +887,28 @@ static __device__ __forceinline__ void task_done(const loom_dev_comm &c, const l
   __threadfence_system();
   if (atomicAdd(&p.done1[t.dep], 1u) + 1 == (unsigned)nH) {
     __threadfence_system();
-    loom_signal(c, t.s, p.slot_ret0 + t.le * p.TPE + t.tl, epoch);
+    const int El = p.El, a = (int)t.row0, b = a + t.rows;
+    for (int s = t.s; s < p.R; s++) {
+      const int lo = max(a, sh.roff[s * El + t.le]), hi = min(b, sh.roff[s * El + t.le] + sh.rc[s * El + t.le]);
+      if (lo >= b) break;
+      if (hi > lo) {
+        uint32_t *back = (uint32_t *)loom_peer_ptr(c, s, p.back_off) + (size_t)c.rank * El + t.le;
+        loom_count_add(back, (uint32_t)(hi - lo));
+      }
+    }
   }
+}
+
+/* The tile's rows in this rank's dispatch region: its ready counter reaches
+ * t.rows (every source's rows of it stored). One thread. */
+static __device__ __forceinline__ const uint32_t *moe_ready(const loom_dev_comm &c, const loom_moe_params &p,
+                                                            const moe_task &t, uint64_t epoch) {
+  (void)epoch;
+  return (const uint32_t *)loom_local_ptr(c, p.ready_off) + t.dep;
+}
+static __device__ __forceinline__ int moe_wait_rows(const loom_dev_comm &c, const loom_moe_params &p,
+                                                    const moe_task &t, uint64_t epoch) {
+  return loom_wait_count(c, moe_ready(c, p, t, epoch), (uint32_t)t.rows, t.s, LOOM_WAIT_ROWS, t.dep);
 }
 
 template <int MATH, int PARTS>
@@ -786,8 +931,7 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
   const int bl = kn ? TILE_B_KN : TILE_B_NK;
   const size_t f1 = (size_t)p.F * (p.gated ? 2 : 1);
 
-  if (!experts_prepare(c, p, call, sh, epoch)) return 0;
-  const int total = sh.tp[R * El] * per_tile;
+  const int total = sh.tp[El] * per_tile;
   T *stage = (T *)smem;
   for (;;) {
     __syncthreads();
@@ -795,13 +939,15 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
     __syncthreads();
     const int ticket = sh.value;
     if (ticket >= total) return 1;
-    const moe_task t = moe_decode(c, p, sh, ticket, sh.tp[R * El] * nF, nF, nH);
+    const moe_task t = moe_decode(c, p, sh, ticket, sh.tp[El] * nF, nF, nH);
     tr_open(call, sh, TR_WORK, t.gemm ? LOOM_MOE_TRACE_GEMM1 : LOOM_MOE_TRACE_GEMM0, t.s, t.le, t.tl, t.nb);
     tile_acc<PARTS> acc;
     if (t.gemm == 0) {
       /* GEMM0 + activation -> h */
       tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_DISPATCH, t.s, t.le, t.tl, 0);
-      if (!loom_block_wait(c, t.s, p.slot_disp0 + t.le * p.TPE + t.tl, epoch)) return 0;
+      int waited = 1;
+      if (threadIdx.x == 0) waited = moe_wait_rows(c, p, t, epoch);
+      if (!__syncthreads_and(waited)) return 0;
       tr_close(p, call, sh, TR_WAIT);
       const int c0 = t.nb * h_cols;
       const int cols = min(h_cols, p.F - c0);
@@ -828,7 +974,7 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
       char *hrow = (char *)p.h + (t.row0 * p.F + (size_t)c0) * sizeof(T);
       store_tile<T>(hrow, (size_t)p.F * sizeof(T), stage, t.rows, cols);
       __syncthreads();
-      if (threadIdx.x == 0) task_done(c, p, t, nH, epoch);
+      if (threadIdx.x == 0) task_done(c, p, sh, t, nH, epoch);
       tr_close(p, call, sh, TR_WORK);
     } else {
       /* GEMM1 -> straight into the source's window */
@@ -851,9 +997,17 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
         stage[r * STAGE_LD + part * LOOM_MOE_BN + col] = elem<DT>::from(v);
       });
       __syncthreads();
-      store_tile<T>(ret_dst(c, p, sh, t, c0), p.row_bytes, stage, t.rows, cols);
+      {
+        /* row r goes back to its source's return region (ret_row) */
+        const int vpr = cols * (int)sizeof(T) / 16;
+        for (int i = threadIdx.x; i < t.rows * vpr; i += blockDim.x) {
+          const int r = i / vpr, v = i - r * vpr;
+          char *dst = ret_row(c, p, sh, t.le, (int)t.row0 + r) + (size_t)c0 * sizeof(T);
+          *((int4 *)dst + v) = *((const int4 *)(stage + r * STAGE_LD) + v);
+        }
+      }
       __syncthreads();
-      if (threadIdx.x == 0) task_done(c, p, t, nH, epoch);
+      if (threadIdx.x == 0) task_done(c, p, sh, t, nH, epoch);
       tr_close(p, call, sh, TR_WORK);
     }
   }
@@ -889,8 +1043,8 @@ static_assert(MOE_HOP_THREADS <= LOOM_MOE_MAX_EXPERTS && moe_cfg::threads <= LOO
 #define MOE_HOP_BAR_PRODUCER 5 /* named barrier: the producer WG's four warps */
 
 /* Tensor maps of the phase (kernel parameter, __grid_constant__): A of
- * GEMM0 over the dispatch region [R * Cs x H], B of GEMM0 over w1 [El * F1 x H],
- * A of GEMM1 over h [R * Cs x F], B of GEMM1 over w2 [El * H x F]; boxes of
+ * GEMM0 over the dispatch region [DR x H], B of GEMM0 over w1 [El * F1 x H],
+ * A of GEMM1 over h [DR x F], B of GEMM1 over w2 [El * H x F]; boxes of
  * 128 bytes of K x 128 rows, 128-byte swizzle. */
 struct moe_maps {
   CUtensorMap a0, b0, a1, b1;
@@ -913,7 +1067,8 @@ static __device__ int moe_hop_producer(const loom_dev_comm &c, const loom_moe_pa
     moe_task t;
     if (ticket < total) {
       t = moe_decode(c, p, sh, ticket, n0, nF, nH);
-      ok = t.gemm == 0 ? loom_poll_signal(c, t.s, p.slot_disp0 + t.le * p.TPE + t.tl, epoch, fail)
+      ok = t.gemm == 0 ? loom_poll_count(c, moe_ready(c, p, t, epoch), (uint32_t)t.rows, t.s, LOOM_WAIT_ROWS,
+                                         t.dep, fail)
                        : loom_poll_local_geq(c, &p.done0[t.dep], (uint32_t)nF, LOOM_WAIT_TILE_DEP, t.dep, fail);
       if (ok) ptx_fence_proxy_async_global(); /* TMA reads after the acquire */
     }
@@ -972,9 +1127,18 @@ static __device__ __forceinline__ float moe_hop_val(const float *acc, int chunk,
   if (ACT == LOOM_ACT_SWIGLU) return act_apply(LOOM_ACT_SILU, v) * acc[4 * (chunk + 16) + 2 * h + e];
   return ACT == MOE_HOP_AS_IS ? v : act_apply(ACT, v);
 }
+/* Row destinations: dst + row * pitch, or (moe_ret set) each row back to
+ * its source (ret_row; c0b = the task's first column in bytes). */
+struct moe_ret {
+  const loom_dev_comm *c;
+  const loom_moe_params *p;
+  const moe_shared *sh;
+  int le, row0;
+  size_t c0b;
+};
 template <int DT, int ACT>
 static __device__ __forceinline__ void moe_hop_store(const float *acc, char *dst, size_t pitch, int rows,
-                                                     int ncols, int wg) {
+                                                     int ncols, int wg, const moe_ret *ret = NULL) {
   typedef typename elem<DT>::T T;
   constexpr int NOUT = ACT == LOOM_ACT_SWIGLU ? 16 : 32; /* 8-column output chunks */
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
@@ -983,7 +1147,8 @@ static __device__ __forceinline__ void moe_hop_store(const float *acc, char *dst
   for (int h = 0; h < 2; h++) {
     const int row = rb + 8 * h;
     const bool live = row < rows;
-    T *d = (T *)(dst + (size_t)row * pitch);
+    T *d = ret != NULL ? (T *)(ret_row(*ret->c, *ret->p, *ret->sh, ret->le, ret->row0 + min(row, rows - 1)) + ret->c0b)
+                       : (T *)(dst + (size_t)row * pitch);
     if constexpr (DT != LOOM_FP32) {
 #pragma unroll
       for (int a = 0; a < NOUT / 4; a++) { /* every lane: the transpose shuffles */
@@ -1042,11 +1207,11 @@ static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_p
       moe_hop_store_h<DT>(p.act, acc, dst, (size_t)p.F * sizeof(T), t.rows, min(hc, p.F - c0), wg);
     } else {
       const int c0 = t.nb * CFG::BN;
-      moe_hop_store<DT, MOE_HOP_AS_IS>(acc, ret_dst(c, p, sh, t, c0), p.row_bytes, t.rows,
-                                       min(CFG::BN, p.H - c0), wg);
+      const moe_ret ret = {&c, &p, &sh, t.le, (int)t.row0, (size_t)c0 * sizeof(T)};
+      moe_hop_store<DT, MOE_HOP_AS_IS>(acc, NULL, 0, t.rows, min(CFG::BN, p.H - c0), wg, &ret);
     }
     ptx_named_bar_sync(MOE_HOP_BAR_DONE, 256); /* both consumer WGs' stores */
-    if (threadIdx.x == 0) task_done(c, p, t, nH, epoch);
+    if (threadIdx.x == 0) task_done(c, p, sh, t, nH, epoch);
     tr_close(p, call, sh, TR_WORK);
   }
 }
@@ -1060,7 +1225,6 @@ static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_p
   typedef typename moe_hop<MATH>::cfg CFG;
   constexpr int DT = math_dtype<MATH>::dt;
   static_assert(CFG::threads == MOE_HOP_THREADS, "block = 2 consumer WGs + the producer WG");
-  if (!experts_prepare(c, p, call, sh, epoch)) return 0;
   uint8_t *base = (uint8_t *)(((uintptr_t)smem + 1023) & ~(uintptr_t)1023);
   hop_smem sm;
   sm.a = base + CFG::a_offset;
@@ -1085,7 +1249,7 @@ static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_p
   __syncthreads();
   const int hc = p.gated ? CFG::BN / 2 : CFG::BN;
   const int nF = (p.F + hc - 1) / hc, nH = (p.H + CFG::BN - 1) / CFG::BN;
-  const int ntl = sh.tp[p.R * p.El];
+  const int ntl = sh.tp[p.El];
   const int n0 = ntl * nF, total = n0 + ntl * nH;
   const int wg = threadIdx.x / 128;
   int failed = 0;
@@ -1130,13 +1294,15 @@ static __device__ int phase_combine(const loom_dev_comm &c, const loom_moe_param
     tr_open(call, sh, TR_WORK, LOOM_MOE_TRACE_COMBINE, TR_NO_PEER, tile, t0, t1 - t0);
     tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_RETURN, TR_NO_PEER, tile, t0, t1 - t0);
     int failed = 0;
-    if (threadIdx.x < 32) /* warp 0's lanes wait for the tiles in parallel */
+    /* warp 0's lanes wait in parallel until every (dest, expert) the
+     * tile's choices went to has returned all the rows this rank sent it */
+    const uint32_t *back = (const uint32_t *)loom_local_ptr(c, p.back_off);
+    if (threadIdx.x < 32)
       for (int i = t0 * K + threadIdx.x; i < t1 * K && !failed; i += 32) {
         const int row = __ldcg(&p.dest_row[i]);
         if (row < 0) continue;
-        const int e = __ldcg(&p.ids[i]), d = e / El, le = e % El;
-        const int tl = (row - sh.offs[e]) / LOOM_MOE_BM;
-        failed = !loom_wait_signal(c, d, p.slot_ret0 + le * p.TPE + tl, epoch);
+        const int e = __ldcg(&p.ids[i]);
+        failed = !loom_wait_count(c, &back[e], (uint32_t)sh.kept[e], e / El, LOOM_WAIT_ROWS, e);
       }
     if (__syncthreads_or(failed)) return 0;
     tr_close(p, call, sh, TR_WAIT);
@@ -1250,7 +1416,7 @@ __global__ void __launch_bounds__(HOP ? MOE_HOP_THREADS : moe_cfg::threads, moe_
   }
   /* a peer that failed since our last call stops this one at once */
   const int go = !loom_block_aborted(c);
-  if (go) phase_gate<DT>(c, p, call, sh, (float *)smem);
+  if (go) phase_gate<DT>(c, p, call, sh, epoch, (float *)smem);
   phase_mark(p, 0, t0);
   tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_BARRIER, TR_NO_PEER, 1, 0, 0);
   if (go && loom_grid_barrier(c, 1)) {
@@ -1262,7 +1428,7 @@ __global__ void __launch_bounds__(HOP ? MOE_HOP_THREADS : moe_cfg::threads, moe_
     tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_BARRIER, TR_NO_PEER, 2, 0, 0);
     const int barrier2 = loom_grid_barrier(c, 2);
     if (barrier2) tr_close(p, call, sh, TR_WAIT);
-    if (barrier2 && placed) {
+    if (barrier2 && placed && moe_counts(c, p, call, sh, epoch)) {
       phase_dispatch(c, p, call, sh, epoch);
       phase_mark(p, 2, t0);
       int ok;
@@ -1290,7 +1456,7 @@ __global__ void __launch_bounds__(HOP ? MOE_HOP_THREADS : moe_cfg::threads, moe_
 
 /* The maps of phase_experts_hop (moe_maps) for this layer and rank. */
 static cudaError_t make_maps(const loom_moe_params *p, int hdt, moe_maps *m) {
-  const uint64_t es = (uint64_t)p->es, rows = (uint64_t)p->R * p->Cs;
+  const uint64_t es = (uint64_t)p->es, rows = (uint64_t)p->DR;
   const uint64_t f1 = (uint64_t)p->F * (p->gated ? 2 : 1);
   const uint32_t bk = 128 / (uint32_t)es;
   cudaError_t e;

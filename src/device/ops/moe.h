@@ -3,26 +3,39 @@
  * them) and src/device/ops/moe.cu. Plain C.
  *
  * Window data region of every rank (offsets from loom_dev_comm.data_offset):
- *   header   [2 parities][R sources][hdr_stride]  int32 kept-row counts per
- *            local expert, then the source's config hash (uint32) and the
- *            call number (uint32, low bits of the epoch), written by the
- *            source after the destination's credit of call e-1 (the
- *            runtime's reuse rule); parity = epoch % 2 is kept as a
- *            second guard
- *   dispatch [R sources][Cs rows][H]  token rows sent to this rank, grouped
- *            by local expert (offsets = prefix of the header counts)
+ *   header   [2 parities][R sources][hdr_stride]  int32 kept-row counts of
+ *            EVERY expert (E of them: each rank learns the whole count
+ *            matrix, so a source knows where its rows go in an expert-major
+ *            region before any row moves), then the source's config hash
+ *            (uint32) and the call number (uint32, low bits of the epoch),
+ *            written by the source after the destination's credit of call
+ *            e-1 (the runtime's reuse rule); parity = epoch % 2 is kept as
+ *            a second guard
+ *   ready    [NT] uint32  rows arrived per 128-row tile of the dispatch
+ *            region (sources add with a release atomic)
+ *   back     [R dests][El] uint32  rows returned by dest d for its local
+ *            expert le (dests add with a release atomic)
+ *            The owner zeroes both in its gate phase, before grid barrier 1:
+ *            no peer adds to them before it has the owner's header of the
+ *            call, sent after barrier 1. (Zeroing at the end of a call would
+ *            not do: another operator or layer on the communicator may
+ *            write this memory in between.)
+ *   dispatch [DR rows][H]  expert-major: local expert 0's rows from source
+ *            0, 1, ..., R-1, then expert 1's, ...; each expert starts on a
+ *            128-row boundary (base(le) = sum over le' < le of its rows
+ *            rounded up to 128), so a compute tile never spans experts and
+ *            only an expert's last tile is partial.
+ *            DR = R * Cs + 128 * El, NT = DR / 128.
  *   return   [R dests][Cs rows][H]    expert outputs coming back; row i from
- *            dest d is the output for row i this rank sent to d
+ *            dest d is the output for row i of the rows this rank sent to d
+ *            (source-major: its local experts in order, tokens in order)
  *   Cs = max_tokens * min(top_k, E/R): the most rows one source can send one
  *   destination; each region row is H * dtype bytes, 16-byte aligned.
  *
  * Signal slots of every source s (flags[s][slot] in the receiver's window):
  *   0                         header of the call
- *   1 + le*TPE + tile         dispatch rows of (local expert le, row tile)
- *   1 + El*TPE + le*TPE + tile  returned rows of (le, tile), from dest s
  *   slots-2                   call tag (runtime)
  *   slots-1                   completion credit (runtime)
- *   TPE = ceil(max_tokens / BM), BM = 128 rows per tile.
  *
  * Private device buffers (cudaMalloc'd by the host, layout per field).
  */
@@ -63,14 +76,14 @@ typedef struct {
 
 typedef struct {
   /* shape */
-  int H, F, E, K, R, El, Tmax, TPE, Cs;
+  int H, F, E, K, R, El, Tmax, Cs;
+  int DR, NT;          /* dispatch region rows and 128-row tiles */
   int act, dtype, math, normalize, gated;
   int wlayout;         /* loom_weight_layout_t of wg, w1, w2 */
   double capacity_factor;
   int es;              /* bytes per element */
   /* window (offsets from the window base) */
-  size_t hdr_off, hdr_stride, hdr_parity_bytes, disp_off, ret_off, row_bytes;
-  int slot_disp0, slot_ret0;
+  size_t hdr_off, hdr_stride, hdr_parity_bytes, ready_off, back_off, disp_off, ret_off, row_bytes;
   uint32_t cfg_hash;   /* of the shape; travels after the counts in headers */
   const char *win_base; /* this rank's window memory (host allocation's address), for TMA maps */
   /* private buffers */
@@ -79,10 +92,10 @@ typedef struct {
   int32_t *dest_row;   /* [Tmax*K] row in the destination's region, -1 dropped */
   int32_t *tile_counts;/* [ceil(Tmax/TT)][E] assignments per token tile */
   int32_t *kept;       /* [E] kept rows per expert (this source) */
-  int32_t *row_token;  /* [R][Cs] token of each region row, per destination */
-  void *h;             /* [R][Cs][F] FFN intermediate, dtype */
-  uint32_t *done0;     /* [R][El][TPE] GEMM0 tasks finished per row tile */
-  uint32_t *done1;     /* [R][El][TPE] GEMM1 tasks finished per row tile */
+  int32_t *row_token;  /* [R][Cs] token of each row sent, per destination */
+  void *h;             /* [DR][F] FFN intermediate, dtype, rows as dispatch */
+  uint32_t *done0;     /* [NT] GEMM0 tasks finished per row tile (zeroed by its GEMM1s' last) */
+  uint32_t *done1;     /* [NT] GEMM1 tasks finished per row tile (zeroed by its last) */
   uint32_t *ticket;    /* [1] next compute task */
   uint64_t *trace;     /* [LOOM_MOE_MAX_BLOCKS][5] each block's phase ends (ns) */
   loom_moe_trace_state *tr_state; /* [1] loom_moe_set_trace's counter and starts */

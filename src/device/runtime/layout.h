@@ -113,6 +113,9 @@ typedef enum {
   LOOM_WAIT_CALL_MISMATCH = 8, /* not a wait: peer's header carries call
                                   number `observed` (low 32 bits), ours is
                                   `epoch`: the ranks are out of step */
+  LOOM_WAIT_ROWS = 9,         /* a row counter (peer = who adds to it, slot =
+                                 which counter, epoch = rows awaited,
+                                 observed = rows seen) */
 } loom_wait_kind;
 
 /*

@@ -31,6 +31,14 @@ static __device__ __forceinline__ int32_t ptx_ld_acquire_sys_s32(const int32_t *
   return v;
 }
 
+/* Add without a result, release at system scope: everything this thread
+ * (and, cumulatively, what it observed, e.g. a block's stores ordered by a
+ * barrier) wrote before is visible to whoever acquires the new value; the
+ * address may be a peer's window (NVLink). */
+static __device__ __forceinline__ void ptx_red_add_release_sys_u32(uint32_t *p, uint32_t v) {
+  asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
 /* Relaxed load at GPU scope: a fresh value from L2, no ordering implied. */
 static __device__ __forceinline__ int32_t ptx_ld_relaxed_gpu_s32(const int32_t *p) {
   int32_t v;

@@ -7,6 +7,8 @@
  *   loom_put_rows                         vectorised row put (block-wide)
  *   loom_copy_in_rows                     read rows a peer put into our window
  *   loom_signal                           release-store the epoch to a peer
+ *   loom_count_add / loom_wait_count      row counters: release add (peer
+ *                                         or local), bounded acquire wait
  *   loom_wait_signal / loom_block_wait    bounded acquire wait
  *   loom_block_wait_peer_ready            before the first store into a
  *                                         peer's window in call e: wait until
@@ -418,6 +420,37 @@ static __device__ __forceinline__ int loom_wait_local_geq(const loom_dev_comm &c
  * returns 0 (to all threads) if the kernel is aborting, also when the abort
  * came before the barrier completed (so no block starts the next phase of
  * a call that already failed). */
+/* Row counters: a counter in this rank's window that peers advance with
+ * loom_count_add after storing rows into it (ready rows of a tile, rows
+ * returned). Poll until it reaches `target` (acquire, system scope); on
+ * failure *f names (peer, what, slot, target, seen). */
+static __device__ __forceinline__ int loom_poll_count(const loom_dev_comm &c, const uint32_t *counter,
+                                                      uint32_t target, int peer, int what, int slot,
+                                                      loom_wait_fail *f) {
+  uint32_t seen = ptx_ld_acquire_sys_u32(counter);
+  if (seen >= target) return 1;
+  const uint64_t start = ptx_globaltimer_ns();
+  for (uint32_t polls = 1;; ++polls) {
+    seen = ptx_ld_acquire_sys_u32(counter);
+    if (seen >= target) return 1;
+    if (loom_poll_give_up(c, polls, start, peer, what, slot, target, seen, f)) return 0;
+  }
+}
+
+static __device__ __forceinline__ int loom_wait_count(const loom_dev_comm &c, const uint32_t *counter,
+                                                      uint32_t target, int peer, int what, int slot) {
+  loom_wait_fail f;
+  if (loom_poll_count(c, counter, target, peer, what, slot, &f)) return 1;
+  loom_wait_settle(c, f);
+  return 0;
+}
+
+/* One thread, after a barrier that ordered the block's row stores: add n
+ * to a counter (this rank's window or a peer's), release at system scope. */
+static __device__ __forceinline__ void loom_count_add(uint32_t *counter, uint32_t n) {
+  ptx_red_add_release_sys_u32(counter, n);
+}
+
 static __device__ __forceinline__ int loom_grid_barrier(const loom_dev_comm &c, unsigned index) {
   int failed = 0;
   __syncthreads();
