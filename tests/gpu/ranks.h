@@ -5,13 +5,17 @@
  * others through pipes, and wait for every child; once one fails the others
  * get a grace period (they are likely blocked on it) and are then killed. A
  * watchdog may kill the children listed in ranks_children. A bounded barrier
- * between the rank processes (ranks_barrier_wait).
+ * between the rank processes (ranks_barrier_wait). The launch mode those
+ * tests take as their first argument (single, multi, loopback) and what
+ * follows from it: the GPU count, which world sizes fit, one process's world
+ * of communicators and each rank's device.
  */
 #ifndef LOOM_TEST_GPU_RANKS_H
 #define LOOM_TEST_GPU_RANKS_H
 
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -74,6 +78,81 @@ static int ranks_gpu_count(void) {
   close(fd[0]);
   close(fd[1]);
   return count;
+}
+
+/* ---- launch modes ---------------------------------------------------------------------------- */
+
+/* How a test lays out its ranks, named by its first argument. */
+typedef enum {
+  RANKS_SINGLE,   /* "single": one process drives every GPU (loom_comm_create_all) */
+  RANKS_MULTI,    /* "multi": one process per GPU (ranks_run), each with its own
+                     NCCL communicator and loom_comm_create */
+  RANKS_LOOPBACK, /* "loopback": one process, every rank on device 0
+                     (loom_comm_create_loopback) */
+  RANKS_NUM_MODES
+} ranks_mode;
+
+static const char *const RANKS_MODE_NAMES[RANKS_NUM_MODES] = {"single", "multi", "loopback"};
+
+#define RANKS_USAGE_EXIT 2 /* exit status after a usage message */
+
+/* Print "usage: PROG single|multi|loopback" and then `options` as given
+ * (e.g. " [--seed S]"; "" for none) to stderr. Returns RANKS_USAGE_EXIT. */
+static int ranks_usage(const char *prog, const char *options) {
+  fprintf(stderr, "usage: %s ", prog);
+  for (int m = 0; m < RANKS_NUM_MODES; m++)
+    fprintf(stderr, "%s%s", m ? "|" : "", RANKS_MODE_NAMES[m]);
+  fprintf(stderr, "%s\n", options);
+  return RANKS_USAGE_EXIT;
+}
+
+/* The mode argv[1] names, into *mode: 0. When argv[1] is missing or names
+ * no mode, prints the usage (ranks_usage) and returns -1. */
+static int ranks_mode_parse(int argc, char **argv, const char *prog, const char *options,
+                            ranks_mode *mode) {
+  for (int m = 0; argc > 1 && m < RANKS_NUM_MODES; m++)
+    if (strcmp(argv[1], RANKS_MODE_NAMES[m]) == 0) {
+      *mode = (ranks_mode)m;
+      return 0;
+    }
+  ranks_usage(prog, options);
+  return -1;
+}
+
+/* GPUs visible in `mode` (0 when none or on error): multi mode counts them
+ * without initialising CUDA here (ranks_gpu_count; the rank processes fork
+ * later), the others through the CUDA runtime in this process. */
+static int ranks_mode_gpu_count(ranks_mode mode) {
+  if (mode == RANKS_MULTI) return ranks_gpu_count();
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+/* Whether a world of R ranks runs in `mode` with ngpu GPUs visible: a
+ * loopback world needs one GPU, the other modes one GPU per rank. */
+static int ranks_world_fits(ranks_mode mode, int R, int ngpu) {
+  return mode == RANKS_LOOPBACK ? ngpu >= 1 : R <= ngpu;
+}
+
+/* The device of rank `rank` in `mode`: 0 for every loopback rank, else the
+ * rank's own GPU. */
+static int ranks_device(ranks_mode mode, int rank) { return mode == RANKS_LOOPBACK ? 0 : rank; }
+
+/* One process's world of R ranks, single or loopback mode (in multi mode
+ * each rank process makes its own communicator): comms[r] is rank r's
+ * communicator, on device ranks_device(mode, r). 0 on success; a failure is
+ * a CHECK and returns -1. */
+static int ranks_world_create(ranks_mode mode, int R, const loom_comm_config_t *cfg,
+                              loom_comm_t *comms) {
+  if (mode == RANKS_MULTI) {
+    CHECK(0, "ranks_world_create: multi mode makes one communicator per rank process");
+    return -1;
+  }
+  if (mode == RANKS_LOOPBACK)
+    LOOM_T(loom_comm_create_loopback(R, cfg, comms));
+  else
+    LOOM_T(loom_comm_create_all(R, NULL, cfg, comms));
+  return 0;
 }
 
 /* In a child: rank 0 makes the NCCL unique id and writes it to the other

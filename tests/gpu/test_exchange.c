@@ -43,6 +43,7 @@ static const uint64_t SEED = 0x5eed10057ull;
 static const size_t SIZES[] = {1000, 65536 + 16, (3u << 20) + 4, 16u << 20};
 #define NSIZES (sizeof SIZES / sizeof SIZES[0])
 #define MAX_BPP (16u << 20)
+#define PROG "test_exchange"
 
 
 /* 8-byte word w of what `rank` sends to `dst` in call `call` (splitmix64). */
@@ -128,13 +129,6 @@ static int ctx_verify(rank_ctx *c, int nranks, int ring, size_t bpp, int k, int 
   return bad == 0 ? 0 : -1;
 }
 
-static int check_no_async_error(rank_ctx *c) {
-  loom_result_t async;
-  LOOM_T(loom_comm_get_async_error(c->comm, &async));
-  CHECK(async == LOOM_SUCCESS, "rank %d async error: %s", c->rank, loom_last_error());
-  return async == LOOM_SUCCESS ? 0 : -1;
-}
-
 /* The exchange cases over the ranks this process drives (n local of nranks). */
 static int run_cases(rank_ctx *cs, int nlocal, int nranks, const char *mode) {
   int call = 0;
@@ -158,7 +152,7 @@ static int run_cases(rank_ctx *cs, int nlocal, int nranks, const char *mode) {
         CUDA_T(cudaStreamSynchronize(cs[i].stream));
       }
       for (int i = 0; i < nlocal; i++) {
-        if (check_no_async_error(&cs[i])) return -1;
+        if (check_no_async_error(cs[i].comm, cs[i].rank, mode)) return -1;
         for (int k = 0; k < CALLS; k++) ctx_verify(&cs[i], nranks, ring, bpp, k, call + k, mode);
       }
       call += CALLS;
@@ -206,7 +200,7 @@ static int run_graph_case(rank_ctx *cs, int n) {
       CUDA_T(cudaStreamSynchronize(cs[i].stream));
     }
     for (int i = 0; i < n; i++) {
-      if (check_no_async_error(&cs[i])) return -1;
+      if (check_no_async_error(cs[i].comm, cs[i].rank, "graph replay")) return -1;
       ctx_verify(&cs[i], n, 0, bpp, 0, call, "graph replay");
     }
   }
@@ -272,22 +266,19 @@ static loom_comm_config_t test_config(int nranks, int timeout_ms) {
 
 /* ---- one process, all GPUs (or, loopback, every rank on device 0) ------------ */
 
-static int g_loopback = 0;
+static ranks_mode g_mode = RANKS_SINGLE;
 
 static int single_process(int n, int fault) {
   rank_ctx cs[MAX_RANKS];
   loom_comm_t comms[MAX_RANKS] = {0};
   memset(cs, 0, sizeof cs);
   loom_comm_config_t cfg = test_config(n, fault ? FAULT_TIMEOUT_MS : LOOM_UNSET);
-  if (g_loopback)
-    LOOM_T(loom_comm_create_loopback(n, &cfg, comms));
-  else
-    LOOM_T(loom_comm_create_all(n, NULL, &cfg, comms));
+  if (ranks_world_create(g_mode, n, &cfg, comms) != 0) return -1;
   int rc = 0;
   for (int i = 0; i < n && rc == 0; i++) {
     cs[i].comm = comms[i];
     cs[i].rank = i;
-    cs[i].device = g_loopback ? 0 : i;
+    cs[i].device = ranks_device(g_mode, i);
     rc = ctx_setup(&cs[i], n);
   }
   if (rc == 0) {
@@ -347,22 +338,21 @@ static int multi_process(int n, int fault) {
 
 int main(int argc, char **argv) {
   setenv("NCCL_NVLS_ENABLE", "0", 0);
-  const int multi = argc > 1 && strcmp(argv[1], "multi") == 0;
-  g_loopback = argc > 1 && strcmp(argv[1], "loopback") == 0;
-  const char *name = multi ? "test_exchange multi"
-                     : g_loopback ? "test_exchange loopback" : "test_exchange single";
+  if (ranks_mode_parse(argc, argv, PROG, "", &g_mode) != 0) return RANKS_USAGE_EXIT;
+  const int multi = g_mode == RANKS_MULTI;
+  char name[64];
+  snprintf(name, sizeof name, "%s %s", PROG, RANKS_MODE_NAMES[g_mode]);
   alarm(2 * CHILD_DEADLINE_S); /* a hang becomes a failure, never a stall */
-  int ngpu = multi ? ranks_gpu_count() : 0;
-  if (!multi && cudaGetDeviceCount(&ngpu) != cudaSuccess) ngpu = 0;
+  const int ngpu = ranks_mode_gpu_count(g_mode);
   if (ngpu == 0) {
     CHECK_SKIP("no GPU visible");
     return check_summary(name);
   }
   printf("%s: %d GPUs visible, seed 0x%llx\n", name, ngpu, (unsigned long long)SEED);
   const int sizes[] = {1, 2, 4, 8};
-  for (int i = g_loopback ? 1 : 0; i < 4; i++) {
+  for (int i = g_mode == RANKS_LOOPBACK ? 1 : 0; i < 4; i++) {
     const int n = sizes[i];
-    if ((n > ngpu && !g_loopback) || n > MAX_RANKS) {
+    if (!ranks_world_fits(g_mode, n, ngpu) || n > MAX_RANKS) {
       CHECK_SKIP("%d GPUs needed, %d visible", n, ngpu);
       continue;
     }

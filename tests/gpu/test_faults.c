@@ -235,7 +235,7 @@ static void ctx_free(rank_ctx *c) {
 
 /* ---- world: communicators, barrier, bounded waits ------------------------------------------- */
 
-static int g_loopback = 0; /* test_faults loopback: every rank on device 0 */
+static ranks_mode g_mode = RANKS_SINGLE; /* argv[1] */
 
 /* Every rank of the world (multi: every process) meets here; bounded. */
 static int world_barrier(world_t *w, const char *what) {
@@ -246,10 +246,7 @@ static int world_barrier(world_t *w, const char *what) {
 static int world_comm_create(world_t *w, const loom_comm_config_t *cfg) {
   if (!w->multi) {
     loom_comm_t comms[MAX_RANKS] = {0};
-    if (g_loopback)
-      LOOM_T(loom_comm_create_loopback(w->R, cfg, comms));
-    else
-      LOOM_T(loom_comm_create_all(w->R, NULL, cfg, comms));
+    if (ranks_world_create(g_mode, w->R, cfg, comms) != 0) return -1;
     for (int i = 0; i < w->R; i++) w->cs[i].comm = comms[i];
     return 0;
   }
@@ -353,13 +350,8 @@ static void poll_errors(world_t *w, double seconds) {
 /* Async error of each local rank after its stream drained: none wanted. */
 static int check_no_async(world_t *w, const char *what) {
   int ok = 1;
-  for (int i = 0; i < w->nlocal; i++) {
-    loom_result_t a = LOOM_SUCCESS;
-    LOOM_T(loom_comm_get_async_error(w->cs[i].comm, &a));
-    CHECK(a == LOOM_SUCCESS, "%s: rank %d async error %s: %s", what, w->cs[i].rank,
-          loom_result_string(a), loom_last_error());
-    ok &= a == LOOM_SUCCESS;
-  }
+  for (int i = 0; i < w->nlocal; i++)
+    ok &= check_no_async_error(w->cs[i].comm, w->cs[i].rank, what) == 0;
   return ok ? 0 : -1;
 }
 
@@ -1217,7 +1209,7 @@ static int single_process(int R, shared_t *sh) {
   watchdog(CASE_DEADLINE_S, "R=%d: buffers", R);
   for (int i = 0; i < R && rc == 0; i++) {
     w.cs[i].rank = i;
-    w.cs[i].device = g_loopback ? 0 : i;
+    w.cs[i].device = ranks_device(g_mode, i);
     rc = ctx_setup(&w.cs[i]);
   }
   if (rc == 0) rc = run_world(&w);
@@ -1252,32 +1244,29 @@ static int child_rank(const ranks_child *rc, void *arg) {
   return check_summary(name);
 }
 
-static int usage(void) {
-  fprintf(stderr, "usage: test_faults single|multi|loopback [--seed S]\n");
-  return 2;
-}
+#define PROG "test_faults"
+#define USAGE_OPTIONS " [--seed S]"
+
+static int usage(void) { return ranks_usage(PROG, USAGE_OPTIONS); }
 
 int main(int argc, char **argv) {
   setenv("NCCL_NVLS_ENABLE", "0", 0);
-  if (argc < 2 || (strcmp(argv[1], "single") != 0 && strcmp(argv[1], "multi") != 0 &&
-                    strcmp(argv[1], "loopback") != 0))
-    return usage();
-  const int multi = strcmp(argv[1], "multi") == 0;
-  g_loopback = strcmp(argv[1], "loopback") == 0;
+  if (ranks_mode_parse(argc, argv, PROG, USAGE_OPTIONS, &g_mode) != 0) return RANKS_USAGE_EXIT;
+  const int multi = g_mode == RANKS_MULTI;
   for (int a = 2; a < argc; a++) {
     char *end = NULL;
     if (a + 1 >= argc || strcmp(argv[a], "--seed") != 0) return usage();
     g_seed = strtoull(argv[++a], &end, 0);
     if (end == NULL || *end != '\0') return usage();
   }
-  const char *name = multi ? "test_faults multi"
-                     : g_loopback ? "test_faults loopback" : "test_faults single";
-  watchdog_start("test_faults");
+  char name[64];
+  snprintf(name, sizeof name, "%s %s", PROG, RANKS_MODE_NAMES[g_mode]);
+  watchdog_start(PROG);
   watchdog(CASE_DEADLINE_S, "counting GPUs");
-  int ngpu = multi ? ranks_gpu_count() : 0;
-  if (!multi && cudaGetDeviceCount(&ngpu) != cudaSuccess) ngpu = 0;
-  if (ngpu < 2 && !(g_loopback && ngpu == 1)) {
-    CHECK_SKIP("%d GPU(s) visible; the fault tests need 2", ngpu);
+  const int ngpu = ranks_mode_gpu_count(g_mode);
+  const int sizes[3] = {2, 4, 8};
+  if (!ranks_world_fits(g_mode, sizes[0], ngpu)) {
+    CHECK_SKIP("%d GPU(s) visible; the fault tests need %d", ngpu, sizes[0]);
     alarm(0);
     return check_summary(name);
   }
@@ -1289,11 +1278,10 @@ int main(int argc, char **argv) {
     CHECK(0, "mmap of the shared state failed");
     return check_summary(name);
   }
-  const int sizes[3] = {2, 4, 8};
   const double start = now_s();
   for (int s = 0; s < 3; s++) {
     const int R = sizes[s];
-    if (R > ngpu && !g_loopback) {
+    if (!ranks_world_fits(g_mode, R, ngpu)) {
       CHECK_SKIP("R=%d: %d GPUs needed, %d visible (skipped)", R, R, ngpu);
       continue;
     }

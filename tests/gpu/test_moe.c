@@ -228,7 +228,7 @@ _Static_assert(REF_ACT_RELU == (int)LOOM_ACT_RELU && REF_ACT_GELU == (int)LOOM_A
 
 static uint64_t g_seed = 0x6c6f6f6d4d6f45ull;
 static int g_threads = 1;
-static int g_loopback = 0; /* test_moe loopback: every rank on device 0 */
+static ranks_mode g_mode = RANKS_SINGLE; /* argv[1] */
 
 /* ---- deterministic random numbers (splitmix64) ---------------------------------------------- */
 
@@ -1711,7 +1711,7 @@ static int check_trace(const rank_ctx *rc, const moe_case *c, const host_data *d
   CUDA_T(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, rc->device));
   /* blocks: one per SM, or a loopback rank's share (events still name
    * physical SMs) */
-  const int blocks = g_loopback ? sms / R : sms;
+  const int blocks = g_mode == RANKS_LOOPBACK ? sms / R : sms;
   CHECK(info->recorded > 0 && info->dropped == 0 && info->recorded <= TRACE_CAPACITY,
         "rank %d: trace recorded %lld, dropped %lld (capacity %d) [%s]", r,
         (long long)info->recorded, (long long)info->dropped, TRACE_CAPACITY, desc);
@@ -2005,16 +2005,14 @@ static int single_process(int R, int fault, int every) {
   make_plan(R, fault, every, &g_plan);
   const buf_sizes z = plan_sizes(&g_plan);
   if (comm_config(&g_plan, fault, &cfg) != 0) return -1;
-  watchdog(CASE_DEADLINE_S, "loom_comm_create_%s(%d)", g_loopback ? "loopback" : "all", R);
-  if (g_loopback)
-    LOOM_T(loom_comm_create_loopback(R, &cfg, comms));
-  else
-    LOOM_T(loom_comm_create_all(R, NULL, &cfg, comms));
+  watchdog(CASE_DEADLINE_S, "loom_comm_create_%s(%d)",
+           g_mode == RANKS_LOOPBACK ? "loopback" : "all", R);
+  if (ranks_world_create(g_mode, R, &cfg, comms) != 0) return -1;
   int rc = host_alloc(&d, R, &z);
   for (int i = 0; i < R && rc == 0; i++) {
     cs[i].comm = comms[i];
     cs[i].rank = i;
-    cs[i].device = g_loopback ? 0 : i;
+    cs[i].device = ranks_device(g_mode, i);
     rc = ctx_setup(&cs[i], &z);
   }
   if (rc == 0) rc = run_world(cs, R, R, fault, &g_plan, &d);
@@ -2077,21 +2075,18 @@ static int multi_process(int R, int fault, int every) {
   return ranks_run(R, child_rank, &a, what);
 }
 
-static int usage(void) {
-  fprintf(stderr, "usage: test_moe single|multi|loopback [--every N] [--seed S] [--configs] [--real] "
-                  "[--special]\n"
-                  "  --configs, --real, --special: run only those families (--special: the\n"
-                  "  determinism, graph, layouts, trace and fault cases); default: everything\n");
-  return 2;
-}
+#define PROG "test_moe"
+#define USAGE_OPTIONS                                                          \
+  " [--every N] [--seed S] [--configs] [--real] [--special]\n"                 \
+  "  --configs, --real, --special: run only those families (--special: the\n"  \
+  "  determinism, graph, layouts, trace and fault cases); default: everything"
+
+static int usage(void) { return ranks_usage(PROG, USAGE_OPTIONS); }
 
 int main(int argc, char **argv) {
   setenv("NCCL_NVLS_ENABLE", "0", 0);
-  if (argc < 2 || (strcmp(argv[1], "single") != 0 && strcmp(argv[1], "multi") != 0 &&
-                    strcmp(argv[1], "loopback") != 0))
-    return usage();
-  const int multi = strcmp(argv[1], "multi") == 0;
-  g_loopback = strcmp(argv[1], "loopback") == 0;
+  if (ranks_mode_parse(argc, argv, PROG, USAGE_OPTIONS, &g_mode) != 0) return RANKS_USAGE_EXIT;
+  const int multi = g_mode == RANKS_MULTI;
   int every = multi ? MULTI_EVERY : 1, select = 0;
   for (int a = 2; a < argc; a++) {
     char *end = NULL;
@@ -2110,11 +2105,11 @@ int main(int argc, char **argv) {
     if (end == NULL || *end != '\0' || every < 1) return usage();
   }
   if (select != 0) g_select = select;
-  const char *name = multi ? "test_moe multi" : g_loopback ? "test_moe loopback" : "test_moe single";
-  watchdog_start("test_moe");
+  char name[64];
+  snprintf(name, sizeof name, "%s %s", PROG, RANKS_MODE_NAMES[g_mode]);
+  watchdog_start(PROG);
   watchdog(CASE_DEADLINE_S, "counting GPUs");
-  int ngpu = multi ? ranks_gpu_count() : 0;
-  if (!multi && cudaGetDeviceCount(&ngpu) != cudaSuccess) ngpu = 0;
+  const int ngpu = ranks_mode_gpu_count(g_mode);
   if (ngpu == 0) {
     CHECK_SKIP("no GPU visible");
     return check_summary(name);
@@ -2129,9 +2124,9 @@ int main(int argc, char **argv) {
   fflush(stdout);
   const int sizes[] = {1, 2, 4, 8};
   const double start = now_s();
-  for (int s = g_loopback ? 1 : 0; s < 4; s++) {
+  for (int s = g_mode == RANKS_LOOPBACK ? 1 : 0; s < 4; s++) {
     const int R = sizes[s];
-    if (R > ngpu && !g_loopback) {
+    if (!ranks_world_fits(g_mode, R, ngpu)) {
       CHECK_SKIP("%d GPUs needed, %d visible", R, ngpu);
       continue;
     }

@@ -314,15 +314,11 @@ static int wait_streams(world_t *w, const char *what) {
   return 0;
 }
 
+/* Async error of each local rank after its stream drained: none wanted. */
 static int check_no_async(world_t *w, const char *what) {
   int ok = 1;
-  for (int i = 0; i < w->nlocal; i++) {
-    loom_result_t a = LOOM_SUCCESS;
-    LOOM_T(loom_comm_get_async_error(w->cs[i].comm, &a));
-    CHECK(a == LOOM_SUCCESS, "%s: rank %d async error %s: %s", what, w->cs[i].rank,
-          loom_result_string(a), loom_last_error());
-    ok &= a == LOOM_SUCCESS;
-  }
+  for (int i = 0; i < w->nlocal; i++)
+    ok &= check_no_async_error(w->cs[i].comm, w->cs[i].rank, what) == 0;
   return ok ? 0 : -1;
 }
 
@@ -659,7 +655,7 @@ static int verify_moe(world_t *w, rank_ctx *rc, int i) {
   return ok ? 0 : -1;
 }
 
-static int g_loopback = 0; /* test_sequence loopback: every rank on device 0 */
+static ranks_mode g_mode = RANKS_SINGLE; /* argv[1] */
 
 /* ---- one world size ----------------------------------------------------------------------------- */
 
@@ -742,16 +738,14 @@ static int single_process(int R, const seq_call *calls, int ncalls) {
   w.calls = calls;
   loom_comm_config_t cfg;
   if (comm_config(R, &cfg) != 0) return -1;
-  watchdog(STEP_DEADLINE_S, "R=%d: loom_comm_create_%s", R, g_loopback ? "loopback" : "all");
+  watchdog(STEP_DEADLINE_S, "R=%d: loom_comm_create_%s", R,
+           g_mode == RANKS_LOOPBACK ? "loopback" : "all");
   loom_comm_t comms[MAX_RANKS] = {0};
-  if (g_loopback)
-    LOOM_T(loom_comm_create_loopback(R, &cfg, comms));
-  else
-    LOOM_T(loom_comm_create_all(R, NULL, &cfg, comms));
+  if (ranks_world_create(g_mode, R, &cfg, comms) != 0) return -1;
   for (int i = 0; i < R; i++) {
     w.cs[i].comm = comms[i];
     w.cs[i].rank = i;
-    w.cs[i].device = g_loopback ? 0 : i;
+    w.cs[i].device = ranks_device(g_mode, i);
   }
   const int rc = run_world(&w);
   watchdog(STEP_DEADLINE_S, "R=%d: teardown", R);
@@ -805,18 +799,15 @@ static int child_rank(const ranks_child *rc, void *arg) {
   return check_summary(name);
 }
 
-static int usage(void) {
-  fprintf(stderr, "usage: test_sequence single|multi|loopback [--calls N] [--seed S]\n");
-  return 2;
-}
+#define PROG "test_sequence"
+#define USAGE_OPTIONS " [--calls N] [--seed S]"
+
+static int usage(void) { return ranks_usage(PROG, USAGE_OPTIONS); }
 
 int main(int argc, char **argv) {
   setenv("NCCL_NVLS_ENABLE", "0", 0);
-  if (argc < 2 || (strcmp(argv[1], "single") != 0 && strcmp(argv[1], "multi") != 0 &&
-                    strcmp(argv[1], "loopback") != 0))
-    return usage();
-  const int multi = strcmp(argv[1], "multi") == 0;
-  g_loopback = strcmp(argv[1], "loopback") == 0;
+  if (ranks_mode_parse(argc, argv, PROG, USAGE_OPTIONS, &g_mode) != 0) return RANKS_USAGE_EXIT;
+  const int multi = g_mode == RANKS_MULTI;
   int ncalls = SEQ_DEFAULT_CALLS;
   for (int a = 2; a < argc; a++) {
     char *end = NULL;
@@ -829,12 +820,11 @@ int main(int argc, char **argv) {
       return usage();
     if (end == NULL || *end != '\0' || ncalls < 1 || ncalls > SEQ_MAX_CALLS) return usage();
   }
-  const char *name = multi ? "test_sequence multi"
-                     : g_loopback ? "test_sequence loopback" : "test_sequence single";
-  watchdog_start("test_sequence");
+  char name[64];
+  snprintf(name, sizeof name, "%s %s", PROG, RANKS_MODE_NAMES[g_mode]);
+  watchdog_start(PROG);
   watchdog(STEP_DEADLINE_S, "counting GPUs");
-  int ngpu = multi ? ranks_gpu_count() : 0;
-  if (!multi && cudaGetDeviceCount(&ngpu) != cudaSuccess) ngpu = 0;
+  const int ngpu = ranks_mode_gpu_count(g_mode);
   if (ngpu == 0) {
     CHECK_SKIP("no GPU visible");
     alarm(0);
@@ -851,9 +841,9 @@ int main(int argc, char **argv) {
   }
   const int sizes[4] = {1, 2, 4, 8};
   const double start = now_s();
-  for (int s = g_loopback ? 1 : 0; s < 4; s++) {
+  for (int s = g_mode == RANKS_LOOPBACK ? 1 : 0; s < 4; s++) {
     const int R = sizes[s];
-    if (R > ngpu && !g_loopback) {
+    if (!ranks_world_fits(g_mode, R, ngpu)) {
       CHECK_SKIP("R=%d: %d GPUs needed, %d visible (skipped)", R, R, ngpu);
       continue;
     }
