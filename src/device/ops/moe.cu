@@ -286,7 +286,7 @@ template <int DT> struct vec8 {
 };
 
 /* Logits of the tile's tokens [t0, t1) (at most 32) for all experts, into
- * lg[(t - t0) * E + e], in fp64 on the tensor cores (mma m8n8k4 f64) and
+ * lg[(t - t0) * E + e], in fp64 on the tensor cores (mma m16n8k16 f64) and
  * rounded to float once. The products of two inputs are exact in fp64, so a
  * logit differs from the reference's fp64 sum (reference.h) only by the
  * rounding of partial sums, which the two orders may do differently: nothing
@@ -294,90 +294,120 @@ template <int DT> struct vec8 {
  * otherwise a few fp64 ulps, which move the fp32 logit only when it sits
  * within ~2^-29 of a rounding boundary (loom.h "Gate").
  *
- * Layout: the tile is 4 m8 blocks of tokens; experts go in passes of 32
- * (4 n8 blocks); warp w < GATE_KW takes the 32-wide chunks of hidden
- * h0 = 32w, 32w + 32 GATE_KW, ... Inside a chunk lane l holds eight
- * consecutive hidden values (h0 + 8 (l % 4) + j, j < 8) of token row l / 4 of
- * each m block and of expert l / 4 of each n block; step j feeds element j of
- * both as the MMA's k index l % 4 (the order of k inside a sum is free, both
- * operands only need the same one). Each warp's 32 x 32 partial goes to
- * shared memory and the GATE_KW partials are summed in warp order, so the
- * result is a fixed function of the inputs. Experts past E and tokens past
- * t1 contribute zeros and are not written. All threads call it. */
-#define GATE_KW 8  /* warps that split the hidden dimension */
-#define GATE_SCRATCH_BYTES (GATE_KW * 32 * 32 * sizeof(double))
-static_assert(LOOM_MOE_TT == 32 && moe_cfg::warps >= GATE_KW, "gate: 4 m8 blocks of tokens, GATE_KW warps");
+ * Layout: the tile is 2 m16 blocks of tokens; experts go in passes of 32
+ * (4 n8 blocks); every warp w of the block takes the GATE_CHUNK-wide chunks
+ * of hidden h0 = 32w, 32w + 32 nw, ... (nw = warps of the block). Inside a
+ * chunk lane l (g = l / 4, t = l % 4) loads eight consecutive hidden values
+ * h0 + 8t + j (j < 8) of token rows g, g + 8, g + 16, g + 24 and of experts
+ * e0 + g, + 8, + 16, + 24. A chunk is two k16 steps s; the MMA's k index
+ * t + 4v of step s stands for hidden h0 + 8t + 4s + v (the order of k inside
+ * a sum is free, both operands only need the same one), which is exactly
+ * element 4s + v of what the lane loaded. Each warp's 32 x 32 partial goes
+ * to shared memory and the nw partials are summed in warp order, so the
+ * result is a fixed function of the inputs and the block size. Experts past
+ * E and tokens past t1 contribute zeros and are not written. All threads
+ * call it; red holds gate_scratch_bytes(blockDim.x / 32).
+ *
+ * Speed (docs/moe.md "Gate"): the MMAs alone would take 8.3 us per
+ * 32 x 32 x 2048 pass (16 clocks per m16n8k16 per SM, measured); a pass
+ * takes ~20 us here, ~12.5 us as a standalone kernel. Loading the next
+ * chunk before this chunk's MMAs was slower: under the 384-thread kernel's
+ * 168-register budget the prefetched registers spilled. */
+#define GATE_CHUNK 32 /* hidden values per warp step: 4 lanes x 8 */
+static __host__ __device__ constexpr size_t gate_scratch_bytes(int warps) {
+  return (size_t)warps * 32 * 32 * sizeof(double);
+}
+static_assert(LOOM_MOE_TT == 32 && LOOM_MOE_DIM_ALIGN % GATE_CHUNK == 0,
+              "gate: 2 m16 blocks of tokens; hidden is whole chunks");
 template <int DT>
 static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x, int t0, int t1,
                                         float *lg, double *red) {
   const int E = p.E, H = p.H;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  const int g = lane >> 2, tq = lane & 3;
   const int out_in = p.wlayout == LOOM_WEIGHTS_OUT_IN;
+  const int step = nw * GATE_CHUNK;
   for (int e0 = 0; e0 < E; e0 += 32) {
-    if (warp < GATE_KW) {
-      double acc[4][4][2];
+    /* the chunk at h0: xv[m] token row t0 + 8m + g (zeros past t1), wv[n]
+     * expert e0 + 8n + g (zeros past E) */
+    auto load_x = [&](int h0, vec8<DT> *xv) {
+      const int hl = h0 + 8 * tq;
 #pragma unroll
-      for (int m = 0; m < 4; m++)
+      for (int m = 0; m < 4; m++) {
+        const int t = t0 + 8 * m + g;
+        if (t < t1) xv[m].load(x, (size_t)t * H + hl);
+        else xv[m].zero();
+      }
+    };
+    auto load_w = [&](int h0, vec8<DT> *wv) {
+      const int hl = h0 + 8 * tq;
 #pragma unroll
-        for (int n = 0; n < 4; n++) acc[m][n][0] = acc[m][n][1] = 0.0;
-      /* the chunk at h0 into xv, wv (zeros past t1 and E) */
-      auto load_chunk = [&](int h0, vec8<DT> *xv, vec8<DT> *wv) {
-        const int hl = h0 + 8 * (lane & 3);
+      for (int n = 0; n < 4; n++) {
+        const int e = e0 + 8 * n + g;
+        if (e >= E) {
+          wv[n].zero();
+        } else if (out_in) { /* wg [E x H]: the eight are contiguous */
+          wv[n].load(p.wg, (size_t)e * H + hl);
+        } else { /* wg [H x E] */
+          wv[n].zero();
 #pragma unroll
-        for (int m = 0; m < 4; m++) {
-          const int t = t0 + 8 * m + (lane >> 2);
-          if (t < t1) xv[m].load(x, (size_t)t * H + hl);
-          else xv[m].zero();
-        }
-#pragma unroll
-        for (int n = 0; n < 4; n++) {
-          const int e = e0 + 8 * n + (lane >> 2);
-          if (e >= E) {
-            wv[n].zero();
-          } else if (out_in) { /* wg [E x H]: the eight are contiguous */
-            wv[n].load(p.wg, (size_t)e * H + hl);
-          } else { /* wg [H x E] */
-            wv[n].zero();
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-              const size_t i = (size_t)(hl + j) * E + e;
-              wv[n].set(j, DT == LOOM_FP32 ? ((const uint32_t *)p.wg)[i] : ((const uint16_t *)p.wg)[i]);
-            }
+          for (int j = 0; j < 8; j++) {
+            const size_t i = (size_t)(hl + j) * E + e;
+            wv[n].set(j, DT == LOOM_FP32 ? ((const uint32_t *)p.wg)[i] : ((const uint16_t *)p.wg)[i]);
           }
         }
-      };
-      for (int h0 = warp * 32; h0 < H; h0 += GATE_KW * 32) {
-        vec8<DT> xa[4], wb[4];
-        load_chunk(h0, xa, wb);
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-          double a[4], b[4];
-#pragma unroll
-          for (int m = 0; m < 4; m++) a[m] = xa[m].get(j);
-#pragma unroll
-          for (int n = 0; n < 4; n++) b[n] = wb[n].get(j);
-#pragma unroll
-          for (int m = 0; m < 4; m++)
-#pragma unroll
-            for (int n = 0; n < 4; n++) ptx_dmma_m8n8k4(acc[m][n], a[m], b[n]);
-        }
       }
-      /* partial [token 8m + l/4][expert 8n + 2(l%4) + i] of this warp */
-      double *mine = red + warp * 32 * 32;
+    };
+    double acc[2][4][4]; /* [m16 block][n8 block][d fragment] */
 #pragma unroll
-      for (int m = 0; m < 4; m++)
+    for (int mb = 0; mb < 2; mb++)
+#pragma unroll
+      for (int n = 0; n < 4; n++)
+#pragma unroll
+        for (int v = 0; v < 4; v++) acc[mb][n][v] = 0.0;
+    vec8<DT> xa[4], wb[4];
+    int h0 = warp * GATE_CHUNK;
+    if (h0 < H) {
+      load_x(h0, xa);
+      load_w(h0, wb);
+    }
+    for (; h0 < H; h0 += step) {
+#pragma unroll
+      for (int s = 0; s < 2; s++) {
+        double b[4][4];
 #pragma unroll
         for (int n = 0; n < 4; n++)
 #pragma unroll
-          for (int i = 0; i < 2; i++)
-            mine[(8 * m + (lane >> 2)) * 32 + 8 * n + 2 * (lane & 3) + i] = acc[m][n][i];
+          for (int v = 0; v < 4; v++) b[n][v] = wb[n].get(4 * s + v);
+#pragma unroll
+        for (int mb = 0; mb < 2; mb++) {
+          double a[8]; /* a[v]: row g + 8 (v % 2) of block mb, k t + 4 (v / 2) */
+#pragma unroll
+          for (int v = 0; v < 8; v++) a[v] = xa[2 * mb + (v & 1)].get(4 * s + (v >> 1));
+#pragma unroll
+          for (int n = 0; n < 4; n++) ptx_dmma_m16n8k16(acc[mb][n], a, b[n]);
+        }
+      }
+      if (h0 + step < H) {
+        load_x(h0 + step, xa);
+        load_w(h0 + step, wb);
+      }
     }
+    /* partial [token 16mb + g + 8(v/2)][expert 8n + 2t + v%2] of this warp */
+    double *mine = red + warp * 32 * 32;
+#pragma unroll
+    for (int mb = 0; mb < 2; mb++)
+#pragma unroll
+      for (int n = 0; n < 4; n++)
+#pragma unroll
+        for (int v = 0; v < 4; v++)
+          mine[(16 * mb + g + 8 * (v >> 1)) * 32 + 8 * n + 2 * tq + (v & 1)] = acc[mb][n][v];
     __syncthreads();
     for (int q = threadIdx.x; q < 32 * 32; q += blockDim.x) {
       const int tk = q >> 5, e = e0 + (q & 31);
       if (t0 + tk < t1 && e < E) {
         double v = red[q];
-        for (int w = 1; w < GATE_KW; w++) v += red[w * 32 * 32 + q];
+        for (int w = 1; w < nw; w++) v += red[w * 32 * 32 + q];
         lg[tk * E + e] = (float)v;
       }
     }
@@ -462,7 +492,7 @@ static __device__ int capacity_of(const loom_moe_params &p, int T) {
 /* place's dynamic shared memory: tile bases [group][E] in [0, PART_OFF),
  * then the slice sums [ns][E] (ns * E <= max(threads, E) <= MAX_EXPERTS) */
 #define MOE_PLACE_PART_OFF (MOE_PLACE_BASE_BYTES - 4 * LOOM_MOE_MAX_EXPERTS)
-static_assert(MOE_PLACE_BASE_BYTES <= GATE_SCRATCH_BYTES, "place bases fit in the gate's space");
+static_assert(MOE_PLACE_BASE_BYTES <= gate_scratch_bytes(moe_cfg::warps), "place bases fit in the gate's space");
 
 /* First tile of slice s when ntiles tiles are cut into ns slices. */
 static __device__ __forceinline__ int place_lo(int s, int ns, int ntiles) {
@@ -542,22 +572,25 @@ static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params 
       const int t0 = tile * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
       /* the tile's ids into shared memory by all threads at once: thread 0's
        * walk below is then a chain of shared, not L2, loads */
-      for (int i = t0 * K + threadIdx.x; i < t1 * K; i += blockDim.x) sh.work[i - t0 * K] = __ldcg(&p.ids[i]);
+      const int n = (t1 - t0) * K;
+      for (int i = threadIdx.x; i < n; i += blockDim.x) sh.work[i] = __ldcg(&p.ids[(size_t)t0 * K + i]);
       __syncthreads();
-      if (threadIdx.x == 0) {
-        int *next = base + (j - j0) * E; /* next position of expert e */
-        for (int i = t0 * K; i < t1 * K; i++) {
-          const int e = sh.work[i - t0 * K];
-          int row = -1;
-          if (e >= 0) {
-            const int pos = next[e]++;
-            if (pos < cap) {
-              row = sh.offs[e] + pos;
-              p.row_token[(size_t)(e / El) * p.Cs + row] = i / K;
-            }
+      /* assignment i's position among expert e's: the tile's base for e
+       * plus the assignments before i in the tile that chose e (token-major
+       * order; every thread counts its own, n <= 32 x top_k) */
+      const int *first = base + (j - j0) * E;
+      for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const int e = sh.work[i];
+        int row = -1;
+        if (e >= 0) {
+          int pos = first[e];
+          for (int q = 0; q < i; q++) pos += sh.work[q] == e;
+          if (pos < cap) {
+            row = sh.offs[e] + pos;
+            p.row_token[(size_t)(e / El) * p.Cs + row] = t0 + i / K;
           }
-          p.dest_row[i] = row;
         }
+        p.dest_row[(size_t)t0 * K + i] = row;
       }
       __syncthreads(); /* sh.work is refilled for the next tile */
     }
@@ -917,7 +950,7 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
                                     void *smem) {
   constexpr int DT = math_dtype<MATH>::dt;
   typedef typename elem<DT>::T T;
-  const int El = p.El, R = p.R;
+  const int El = p.El;
   /* Every task computes 128 x 128 through the two parts of the tile engine:
    * SwiGLU GEMM0 = 64 gate + the matching 64 up columns -> 64 h columns;
    * otherwise two adjacent 64-column blocks -> 128 output columns (the
@@ -1483,7 +1516,7 @@ static cudaError_t launch_parts(const loom_dev_comm *c, const loom_moe_params *p
     if ((e = make_maps(p, CFG::dtype, &maps)) != cudaSuccess) return e;
   }
   /* gate: logits of a tile (padded to 16 bytes), then the partials */
-  const size_t gate = (((size_t)LOOM_MOE_TT * p->E + 3) & ~(size_t)3) * sizeof(float) + GATE_SCRATCH_BYTES;
+  const size_t gate = (((size_t)LOOM_MOE_TT * p->E + 3) & ~(size_t)3) * sizeof(float) + gate_scratch_bytes(threads / 32);
   const size_t stage = (size_t)LOOM_MOE_BM * STAGE_LD * sizeof(T);
   if (gate > smem) smem = gate;
   if (stage > smem) smem = stage;

@@ -323,13 +323,18 @@ static __device__ __forceinline__ float4 ptx_ld_cg_f4(const float4 *p) {
   return v;
 }
 
-/* fp64 tensor-core MMA (sm_80+): D[8 x 8] += A[8 x 4] B[4 x 8], every
- * element in fp64. Fragments of lane l: a = A[l / 4][l % 4], b = B[l % 4][l / 4],
- * d[i] = D[l / 4][2 * (l % 4) + i]. */
-static __device__ __forceinline__ void ptx_dmma_m8n8k4(double *d, double a, double b) {
-  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
-               : "+d"(d[0]), "+d"(d[1])
-               : "d"(a), "d"(b));
+/* fp64 tensor-core MMA, sm_90 shape: D[16 x 8] += A[16 x 16] B[16 x 8],
+ * every element in fp64 (8x the work of sm_80's m8n8k4 per instruction). With g = l / 4, t = l % 4, the
+ * fragments of lane l are
+ *   a[v] = A[g + 8 (v % 2)][t + 4 (v / 2)]   v < 8
+ *   b[v] = B[t + 4 v][g]                     v < 4
+ *   d[v] = D[g + 8 (v / 2)][2 t + v % 2]     v < 4 */
+static __device__ __forceinline__ void ptx_dmma_m16n8k16(double *d, const double *a, const double *b) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7, %8, %9, %10, %11}, {%12, %13, %14, %15}, {%0, %1, %2, %3};"
+      : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
+      : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(a[4]), "d"(a[5]), "d"(a[6]), "d"(a[7]),
+        "d"(b[0]), "d"(b[1]), "d"(b[2]), "d"(b[3]));
 }
 
 /* Compiler-only fence on an accumulator register: keeps the compiler from
