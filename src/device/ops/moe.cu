@@ -294,31 +294,36 @@ template <int DT> struct vec8 {
  * otherwise a few fp64 ulps, which move the fp32 logit only when it sits
  * within ~2^-29 of a rounding boundary (loom.h "Gate").
  *
- * Layout: the tile is 2 m16 blocks of tokens; experts go in passes of 32
- * (4 n8 blocks); every warp w of the block takes the GATE_CHUNK-wide chunks
- * of hidden h0 = 32w, 32w + 32 nw, ... (nw = warps of the block). Inside a
- * chunk lane l (g = l / 4, t = l % 4) loads eight consecutive hidden values
- * h0 + 8t + j (j < 8) of token rows g, g + 8, g + 16, g + 24 and of experts
- * e0 + g, + 8, + 16, + 24. A chunk is two k16 steps s; the MMA's k index
- * t + 4v of step s stands for hidden h0 + 8t + 4s + v (the order of k inside
- * a sum is free, both operands only need the same one), which is exactly
- * element 4s + v of what the lane loaded. Each warp's 32 x 32 partial goes
- * to shared memory and the nw partials are summed in warp order, so the
- * result is a fixed function of the inputs and the block size. Experts past
+ * Layout: the tile is 2 m16 blocks of tokens; experts go in passes of
+ * GATE_EP (GATE_NB n8 blocks); every warp w of the block takes the
+ * GATE_CHUNK-wide chunks of hidden h0 = 32w, 32w + 32 nw, ... (nw = warps of
+ * the block). Inside a chunk lane l (g = l / 4, t = l % 4) loads eight
+ * consecutive hidden values h0 + 8t + j (j < 8) of token rows g, g + 8,
+ * g + 16, g + 24 and of experts e0 + 8n + g. A chunk is two k16 steps s; the
+ * MMA's k index t + 4v of step s stands for hidden h0 + 8t + 4s + v (the
+ * order of k inside a sum is free, both operands only need the same one),
+ * which is exactly element 4s + v of what the lane loaded. Each warp's
+ * 32 x GATE_EP partial goes to shared memory and the nw partials are summed
+ * in warp order, so the result is a fixed function of the inputs and the
+ * block size. Experts past
  * E and tokens past t1 contribute zeros and are not written. All threads
  * call it; red holds gate_scratch_bytes(blockDim.x / 32).
  *
- * Speed (docs/moe.md "Gate"): the MMAs alone would take 8.3 us per
- * 32 x 32 x 2048 pass (16 clocks per m16n8k16 per SM, measured); a pass
- * takes ~20 us here, ~12.5 us as a standalone kernel. Loading the next
- * chunk before this chunk's MMAs was slower: under the 384-thread kernel's
- * 168-register budget the prefetched registers spilled. */
+ * Speed (docs/moe.md "Gate and place, session 5"): the MMAs alone would
+ * take 8.3 us per 32 x 32 x 2048 (16 clocks per m16n8k16 per SM, measured);
+ * a 32-token tile at E = 32 takes ~25 us here (logits and top-k), the
+ * logits ~12.5 us as a standalone kernel. GATE_NB = 2 (16 experts a pass,
+ * half the accumulators of 32) is what keeps the loop out of local memory
+ * under the 384-thread kernel's 168-register cap; loading the next chunk
+ * before this chunk's MMAs spilled and was slower. */
 #define GATE_CHUNK 32 /* hidden values per warp step: 4 lanes x 8 */
+#define GATE_NB 2      /* n8 blocks of experts per pass (register budget) */
+#define GATE_EP (8 * GATE_NB) /* experts per pass */
 static __host__ __device__ constexpr size_t gate_scratch_bytes(int warps) {
   return (size_t)warps * 32 * 32 * sizeof(double);
 }
-static_assert(LOOM_MOE_TT == 32 && LOOM_MOE_DIM_ALIGN % GATE_CHUNK == 0,
-              "gate: 2 m16 blocks of tokens; hidden is whole chunks");
+static_assert(LOOM_MOE_TT == 32 && LOOM_MOE_DIM_ALIGN % GATE_CHUNK == 0 && GATE_EP <= 32,
+              "gate: 2 m16 blocks of tokens; hidden is whole chunks; a pass's partials fit");
 template <int DT>
 static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x, int t0, int t1,
                                         float *lg, double *red) {
@@ -327,7 +332,7 @@ static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x,
   const int g = lane >> 2, tq = lane & 3;
   const int out_in = p.wlayout == LOOM_WEIGHTS_OUT_IN;
   const int step = nw * GATE_CHUNK;
-  for (int e0 = 0; e0 < E; e0 += 32) {
+  for (int e0 = 0; e0 < E; e0 += GATE_EP) {
     /* the chunk at h0: xv[m] token row t0 + 8m + g (zeros past t1), wv[n]
      * expert e0 + 8n + g (zeros past E) */
     auto load_x = [&](int h0, vec8<DT> *xv) {
@@ -342,7 +347,7 @@ static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x,
     auto load_w = [&](int h0, vec8<DT> *wv) {
       const int hl = h0 + 8 * tq;
 #pragma unroll
-      for (int n = 0; n < 4; n++) {
+      for (int n = 0; n < GATE_NB; n++) {
         const int e = e0 + 8 * n + g;
         if (e >= E) {
           wv[n].zero();
@@ -358,14 +363,14 @@ static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x,
         }
       }
     };
-    double acc[2][4][4]; /* [m16 block][n8 block][d fragment] */
+    double acc[2][GATE_NB][4]; /* [m16 block][n8 block][d fragment] */
 #pragma unroll
     for (int mb = 0; mb < 2; mb++)
 #pragma unroll
-      for (int n = 0; n < 4; n++)
+      for (int n = 0; n < GATE_NB; n++)
 #pragma unroll
         for (int v = 0; v < 4; v++) acc[mb][n][v] = 0.0;
-    vec8<DT> xa[4], wb[4];
+    vec8<DT> xa[4], wb[GATE_NB];
     int h0 = warp * GATE_CHUNK;
     if (h0 < H) {
       load_x(h0, xa);
@@ -374,9 +379,9 @@ static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x,
     for (; h0 < H; h0 += step) {
 #pragma unroll
       for (int s = 0; s < 2; s++) {
-        double b[4][4];
+        double b[GATE_NB][4];
 #pragma unroll
-        for (int n = 0; n < 4; n++)
+        for (int n = 0; n < GATE_NB; n++)
 #pragma unroll
           for (int v = 0; v < 4; v++) b[n][v] = wb[n].get(4 * s + v);
 #pragma unroll
@@ -385,7 +390,7 @@ static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x,
 #pragma unroll
           for (int v = 0; v < 8; v++) a[v] = xa[2 * mb + (v & 1)].get(4 * s + (v >> 1));
 #pragma unroll
-          for (int n = 0; n < 4; n++) ptx_dmma_m16n8k16(acc[mb][n], a, b[n]);
+          for (int n = 0; n < GATE_NB; n++) ptx_dmma_m16n8k16(acc[mb][n], a, b[n]);
         }
       }
       if (h0 + step < H) {
@@ -394,20 +399,20 @@ static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x,
       }
     }
     /* partial [token 16mb + g + 8(v/2)][expert 8n + 2t + v%2] of this warp */
-    double *mine = red + warp * 32 * 32;
+    double *mine = red + warp * 32 * GATE_EP;
 #pragma unroll
     for (int mb = 0; mb < 2; mb++)
 #pragma unroll
-      for (int n = 0; n < 4; n++)
+      for (int n = 0; n < GATE_NB; n++)
 #pragma unroll
         for (int v = 0; v < 4; v++)
-          mine[(16 * mb + g + 8 * (v >> 1)) * 32 + 8 * n + 2 * tq + (v & 1)] = acc[mb][n][v];
+          mine[(16 * mb + g + 8 * (v >> 1)) * GATE_EP + 8 * n + 2 * tq + (v & 1)] = acc[mb][n][v];
     __syncthreads();
-    for (int q = threadIdx.x; q < 32 * 32; q += blockDim.x) {
-      const int tk = q >> 5, e = e0 + (q & 31);
+    for (int q = threadIdx.x; q < 32 * GATE_EP; q += blockDim.x) {
+      const int tk = q / GATE_EP, e = e0 + q % GATE_EP;
       if (t0 + tk < t1 && e < E) {
         double v = red[q];
-        for (int w = 1; w < nw; w++) v += red[w * 32 * 32 + q];
+        for (int w = 1; w < nw; w++) v += red[w * 32 * GATE_EP + q];
         lg[tk * E + e] = (float)v;
       }
     }
