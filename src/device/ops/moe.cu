@@ -217,8 +217,8 @@ static __device__ __forceinline__ float act_apply(int act, float v) {
  * gate's order (topk.cuh: NaN lowest, ties to the lower index), so the k ids
  * are always distinct; then softmax weights; lane j < K ends up holding
  * choice j. A token with a non-finite logit gets NaN weights (loom.h).
- * Writes ids/weights for token t. */
-static __device__ void gate_token(const loom_moe_params &p, const float *lg, int t, int lane) {
+ * Writes ids/weights for token t, and the ids to pick[0, K) (shared). */
+static __device__ void gate_token(const loom_moe_params &p, const float *lg, int t, int lane, int *pick) {
   const int E = p.E, K = p.K;
   uint32_t taken = 0; /* bit q: expert lane + 32q chosen (E <= 1024) */
   int bad = 0;
@@ -252,6 +252,7 @@ static __device__ void gate_token(const loom_moe_params &p, const float *lg, int
   if (lane < K) {
     const double w = p.normalize ? pj / sel : pj / (rest + sel);
     p.ids[(size_t)t * K + lane] = my_id;
+    pick[lane] = my_id;
     p.wts[(size_t)t * K + lane] = bad ? __int_as_float(0x7fc00000) : (float)w;
   }
 }
@@ -420,6 +421,8 @@ static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x,
   }
 }
 
+static_assert(LOOM_MOE_TT * LOOM_MOE_MAX_TOPK * sizeof(int) <= gate_scratch_bytes(moe_cfg::warps),
+              "a tile's picks fit in the gate's partials space");
 template <int DT>
 static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params &p,
                                   const loom_moe_call &call, moe_shared &sh, uint64_t epoch,
@@ -428,14 +431,16 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int ntiles = (T + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
   const int nwarps = blockDim.x >> 5;
-  /* dynamic shared memory: the tile's logits, then the gate's partials */
+  /* dynamic shared memory: the tile's logits, then the gate's partials;
+   * once the logits are done, the partials' space holds the tile's picks */
   double *red = (double *)(lg_all + (((size_t)LOOM_MOE_TT * E + 3) & ~(size_t)3));
+  int *pick = (int *)red; /* [(t - t0) * K + j] */
   for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
     const int t0 = tile * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
     tr_open(call, sh, TR_WORK, LOOM_MOE_TRACE_GATE, TR_NO_PEER, tile, t0, t1 - t0);
     if (call.ids_in == NULL) {
       gate_logits_tile<DT>(p, call.x, t0, t1, lg_all, red);
-      for (int a = warp; a < t1 - t0; a += nwarps) gate_token(p, lg_all + a * E, t0 + a, lane);
+      for (int a = warp; a < t1 - t0; a += nwarps) gate_token(p, lg_all + a * E, t0 + a, lane, pick + a * K);
       __syncwarp();
     } else {
       for (int i = t0 * K + threadIdx.x; i < t1 * K; i += blockDim.x) {
@@ -450,22 +455,21 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
         }
         p.ids[i] = id;
         p.wts[i] = call.wts_in[i];
+        pick[i - t0 * K] = id;
       }
     }
     __syncthreads();
     /* per-tile expert counts (entries are read back by this block only) */
     for (int e = threadIdx.x; e < E; e += blockDim.x) sh.work[e] = 0;
     __syncthreads();
-    for (int i = t0 * K + threadIdx.x; i < t1 * K; i += blockDim.x) {
-      const int id = __ldcg(&p.ids[i]);
-      if (id >= 0) atomicAdd(&sh.work[id], 1);
-    }
+    for (int i = threadIdx.x; i < (t1 - t0) * K; i += blockDim.x)
+      if (pick[i] >= 0) atomicAdd(&sh.work[pick[i]], 1);
     __syncthreads();
     for (int e = threadIdx.x; e < E; e += blockDim.x)
       p.tile_counts[(size_t)tile * E + e] = sh.work[e];
     if (call.ids_out != NULL)
       for (int i = t0 * K + threadIdx.x; i < t1 * K; i += blockDim.x) {
-        call.ids_out[i] = __ldcg(&p.ids[i]);
+        call.ids_out[i] = pick[i - t0 * K];
         call.wts_out[i] = __ldcg(&p.wts[i]);
       }
     __syncthreads();
@@ -688,20 +692,27 @@ static __device__ void seg_scan(int *a, int nseg, int len, int *scan) {
  * so after every source's header, and after the credit waits of phase 2
  * (grid barrier 2). GEMM1 rows go back into source s's window later: the
  * reuse rule for s was met in phase 2 too. */
+/* Word i of source s's header of this call in our window (moe.h: the kept
+ * rows of expert i < E, then the config hash and the call number). Written
+ * by s during this call, read after its signal: volatile, not cached. */
+static __device__ __forceinline__ int32_t moe_hdr(const loom_dev_comm &c, const loom_moe_params &p,
+                                                  uint64_t epoch, int s, int i) {
+  const size_t off = p.hdr_off + (size_t)(epoch & 1) * p.hdr_parity_bytes + (size_t)s * p.hdr_stride;
+  return ((volatile const int32_t *)loom_local_ptr(c, off))[i];
+}
+
 static __device__ int moe_counts(const loom_dev_comm &c, const loom_moe_params &p,
                                  const loom_moe_call &call, moe_shared &sh, uint64_t epoch) {
   const int El = p.El, R = p.R, E = p.E, me = c.rank;
-  const size_t hdr0 = p.hdr_off + (size_t)(epoch & 1) * p.hdr_parity_bytes;
   for (int i = 0; i < R; i++) {
     const int s = (me + i) % R;
     tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_HEADER, s, 0, 0, 0);
     if (!loom_block_wait(c, s, 0, epoch)) return 0;
     tr_close(p, call, sh, TR_WAIT);
-    const int32_t *hdr = (const int32_t *)loom_local_ptr(c, hdr0 + (size_t)s * p.hdr_stride);
     int mismatch = 0;
     if (threadIdx.x == 0) {
-      const uint32_t theirs = *(volatile const uint32_t *)&hdr[E];
-      const uint32_t call_no = *(volatile const uint32_t *)&hdr[E + 1];
+      const uint32_t theirs = (uint32_t)moe_hdr(c, p, epoch, s, E);
+      const uint32_t call_no = (uint32_t)moe_hdr(c, p, epoch, s, E + 1);
       if (theirs != p.cfg_hash) {
         mismatch = 1;
         LOOM_RAISE(c, LOOM_INVALID_ARGUMENT, s, LOOM_WAIT_CONFIG_MISMATCH, 0, p.cfg_hash, theirs, 0);
@@ -719,8 +730,7 @@ static __device__ int moe_counts(const loom_dev_comm &c, const loom_moe_params &
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
     int tot = 0, pre = 0;
     for (int s = 0; s < R; s++) {
-      const int v = *(volatile const int32_t *)((const char *)loom_local_ptr(c, hdr0 + (size_t)s * p.hdr_stride) +
-                                                 (size_t)e * 4);
+      const int v = moe_hdr(c, p, epoch, s, e);
       tot += v;
       pre += s < me ? v : 0;
     }
@@ -734,8 +744,7 @@ static __device__ int moe_counts(const loom_dev_comm &c, const loom_moe_params &
    * among the rows s sent here; tiles per local expert */
   for (int i = threadIdx.x; i < R * El; i += blockDim.x) {
     const int s = i / El, le = i % El;
-    const int v = *(volatile const int32_t *)((const char *)loom_local_ptr(c, hdr0 + (size_t)s * p.hdr_stride) +
-                                               (size_t)(me * El + le) * 4);
+    const int v = moe_hdr(c, p, epoch, s, me * El + le);
     sh.rc[i] = v;
     sh.soff[i] = v;
   }
@@ -865,7 +874,7 @@ static __device__ __forceinline__ void store_tile(char *dst, size_t pitch, const
  * one local expert's rows, from every source (moe.h). */
 struct moe_task {
   int gemm;    /* 0 or 1 */
-  int s;       /* source of the tile's first row (trace) */
+  int s;       /* source of the tile's first row (trace; ret_row scans from it) */
   int le, tl, rows, nb;
   int dep;     /* the tile's index in the dispatch region (row0 / 128) */
   size_t row0; /* first row in the dispatch region / h of the tile */
@@ -900,11 +909,13 @@ static __device__ __forceinline__ moe_task moe_decode(const loom_dev_comm &c, co
 
 /* Where dispatch-region row `row` (of local expert le) goes back: the same
  * row among the rows its source s sent here, in s's return region (s's
- * window; rows [roff, roff + rc) of (s, le) came from s). */
+ * window; rows [roff, roff + rc) of (s, le) came from s). s0: a source at or
+ * before the row's (the tile's first source, moe_task.s), where the scan of
+ * the sources' ranges starts. */
 static __device__ __forceinline__ char *ret_row(const loom_dev_comm &c, const loom_moe_params &p,
-                                                const moe_shared &sh, int le, int row) {
+                                                const moe_shared &sh, int le, int row, int s0) {
   const int El = p.El;
-  int s = 0;
+  int s = s0;
   while (s + 1 < p.R && sh.roff[(s + 1) * El + le] <= row) s++;
   const int i = sh.soff[s * El + le] + (row - sh.roff[s * El + le]);
   return loom_peer_ptr(c, s, p.ret_off + ((size_t)c.rank * p.Cs + (size_t)i) * p.row_bytes);
@@ -1040,7 +1051,7 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
         const int vpr = cols * (int)sizeof(T) / 16;
         for (int i = threadIdx.x; i < t.rows * vpr; i += blockDim.x) {
           const int r = i / vpr, v = i - r * vpr;
-          char *dst = ret_row(c, p, sh, t.le, (int)t.row0 + r) + (size_t)c0 * sizeof(T);
+          char *dst = ret_row(c, p, sh, t.le, (int)t.row0 + r, t.s) + (size_t)c0 * sizeof(T);
           *((int4 *)dst + v) = *((const int4 *)(stage + r * STAGE_LD) + v);
         }
       }
@@ -1171,7 +1182,7 @@ struct moe_ret {
   const loom_dev_comm *c;
   const loom_moe_params *p;
   const moe_shared *sh;
-  int le, row0;
+  int le, row0, s0; /* s0: the tile's first source (ret_row) */
   size_t c0b;
 };
 template <int DT, int ACT>
@@ -1185,7 +1196,8 @@ static __device__ __forceinline__ void moe_hop_store(const float *acc, char *dst
   for (int h = 0; h < 2; h++) {
     const int row = rb + 8 * h;
     const bool live = row < rows;
-    T *d = ret != NULL ? (T *)(ret_row(*ret->c, *ret->p, *ret->sh, ret->le, ret->row0 + min(row, rows - 1)) + ret->c0b)
+    T *d = ret != NULL ? (T *)(ret_row(*ret->c, *ret->p, *ret->sh, ret->le, ret->row0 + min(row, rows - 1), ret->s0) +
+                               ret->c0b)
                        : (T *)(dst + (size_t)row * pitch);
     if constexpr (DT != LOOM_FP32) {
 #pragma unroll
@@ -1245,7 +1257,7 @@ static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_p
       moe_hop_store_h<DT>(p.act, acc, dst, (size_t)p.F * sizeof(T), t.rows, min(hc, p.F - c0), wg);
     } else {
       const int c0 = t.nb * CFG::BN;
-      const moe_ret ret = {&c, &p, &sh, t.le, (int)t.row0, (size_t)c0 * sizeof(T)};
+      const moe_ret ret = {&c, &p, &sh, t.le, (int)t.row0, t.s, (size_t)c0 * sizeof(T)};
       moe_hop_store<DT, MOE_HOP_AS_IS>(acc, NULL, 0, t.rows, min(CFG::BN, p.H - c0), wg, &ret);
     }
     ptx_named_bar_sync(MOE_HOP_BAR_DONE, 256); /* both consumer WGs' stores */
