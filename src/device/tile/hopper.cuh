@@ -11,7 +11,8 @@
  *            accumulators in registers, epilogue straight to global memory
  *   WG 2     producer: one elected thread waits for a stage to be free,
  *            (first k-block of a task only) waits on the task's readiness
- *            counter, and issues two TMA loads (A box, B box) per stage
+ *            counter, and issues two TMA loads (A box, B box) per stage;
+ *            warps 1-3 idle, or run an operator's side role (hop_gemm_run)
  * Stages form a ring in shared memory; stage s has two mbarriers:
  *   full[s]   1 arrival (producer's arrive.expect_tx) + the TMA bytes
  *   empty[s]  one arrival per consumer warp that reads s (8; ping-pong 4)
@@ -552,7 +553,8 @@ static __device__ __forceinline__ void hop_release(const hop_smem &sm, uint32_t 
  * exactly kb1 - kb0 stages, which the ping-pong WGs rely on to skip the
  * other WG's tasks in the ring). */
 template <class CFG>
-static __device__ __forceinline__ void hop_producer(const hop_params &p, const hop_smem &sm) {
+static __device__ __forceinline__ void hop_producer(const hop_params &p, const hop_smem &sm,
+                                                    uint32_t ready_bias) {
   hop_sched sc = hop_sched_init<CFG>(p, sm.dg);
   hop_task t;
   uint32_t stage = 0, phase = 0;
@@ -580,7 +582,7 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
     int ok = !t.phantom;
     if (ready && ok) {
       ok = hop_wait_ready(ready + (size_t)t.group * g->ready_group_stride + (size_t)t.m_blk * g->ready_stride,
-                          g->ready_target, p.timeout_ns, p.error);
+                          g->ready_target + ready_bias, p.timeout_ns, p.error);
       if (ok) ptx_fence_proxy_async_global(); /* TMA reads after the acquire */
     }
     for (int kb = t.kb0; kb < t.kb1; kb++) {
@@ -857,14 +859,32 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
   }
 }
 
-/* The kernel: grid = min(#SMs, tasks) (device groups: #SMs), CFG::threads
- * threads, hop_plan.smem_bytes of dynamic shared memory (CFG::smem_bytes, plus
- * the task table with device groups). Launch through hop_launch
- * (hopper_host.cuh). */
-template <class CFG, int ACT, int OUT>
-__global__ void __launch_bounds__(CFG::threads, 1) hop_gemm_kernel(const __grid_constant__ hop_params p) {
-  extern __shared__ uint8_t hop_smem_raw[];
-  uint8_t *base = (uint8_t *)(((uintptr_t)hop_smem_raw + 1023) & ~(uintptr_t)1023);
+/* ---- layer 2: the engine as a kernel body ------------------------------------ */
+
+/* No side role: warps 1-3 of the producer warpgroup leave after the role
+ * split (the plain engine). */
+struct hop_no_side {
+  static constexpr bool active = false;
+  __device__ __forceinline__ void operator()(int) const {}
+};
+
+/* The engine's whole kernel body, for hop_gemm_kernel and for operator
+ * kernels that run their own prologue first (docs/collective_gemm.md).
+ * All CFG::threads threads call it, once, with the dynamic shared memory
+ * (hop_plan.smem_bytes of it).
+ *   ready_bias  added to every group's ready_target: an operator whose
+ *               readiness flags hold a per-call number known only on the
+ *               device (its epoch) passes it here; the plain engine 0
+ *   side        SIDE::active: warps 1-3 of the producer warpgroup call
+ *               side(w), w = 0, 1, 2, after the role split (at the
+ *               producer's register budget, CFG::producer_regs; they must
+ *               not use __syncthreads or the named barriers the engine's
+ *               roles use). It runs alongside the GEMM: the operator's
+ *               communication role. */
+template <class CFG, int ACT, int OUT, class SIDE = hop_no_side>
+static __device__ __forceinline__ void hop_gemm_run(const hop_params &p, uint8_t *smem_raw,
+                                                    uint32_t ready_bias, const SIDE &side) {
+  uint8_t *base = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
   hop_smem sm;
   sm.a = base + CFG::a_offset;
   sm.b = base + CFG::b_offset;
@@ -898,7 +918,11 @@ __global__ void __launch_bounds__(CFG::threads, 1) hop_gemm_kernel(const __grid_
 
   if (wg == CFG::consumer_wgs) { /* producer warpgroup */
     ptx_setmaxnreg_dec<CFG::producer_regs>();
-    if (warp_in_wg == 0 && ptx_elect_one()) hop_producer<CFG>(p, sm);
+    if (warp_in_wg == 0) {
+      if (ptx_elect_one()) hop_producer<CFG>(p, sm, ready_bias);
+    } else if (SIDE::active) {
+      side(warp_in_wg - 1);
+    }
   } else { /* consumer warpgroups 0 .. consumer_wgs-1 */
     ptx_setmaxnreg_inc<CFG::consumer_regs>();
     hop_consumer<CFG, ACT, OUT>(p, sm, wg);
@@ -910,6 +934,16 @@ __global__ void __launch_bounds__(CFG::threads, 1) hop_gemm_kernel(const __grid_
     __syncwarp();
     ptx_cluster_sync();
   }
+}
+
+/* The kernel: grid = min(#SMs, tasks) (device groups: #SMs), CFG::threads
+ * threads, hop_plan.smem_bytes of dynamic shared memory (CFG::smem_bytes, plus
+ * the task table with device groups). Launch through hop_launch
+ * (hopper_host.cuh). */
+template <class CFG, int ACT, int OUT>
+__global__ void __launch_bounds__(CFG::threads, 1) hop_gemm_kernel(const __grid_constant__ hop_params p) {
+  extern __shared__ uint8_t hop_smem_raw[];
+  hop_gemm_run<CFG, ACT, OUT>(p, hop_smem_raw, 0u, hop_no_side());
 }
 
 #endif /* LOOM_TILE_HOPPER_CUH */
