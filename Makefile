@@ -111,7 +111,7 @@ $(BUILD)/tests/%: tests/cpu/%.c $(CLI_OBJ) $(BUILD)/libloom_dev.a $(BUILD)/liblo
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Isrc $< $(CLI_OBJ) $(BUILD)/libloom_dev.a $(BUILD)/libloom.a -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/gpu/%.c $(BUILD)/libloom_dev.a $(BUILD)/libloom.a $(HEADERS)
+$(BUILD)/tests/%: tests/gpu/%.c $(BUILD)/libloom_dev.a $(BUILD)/libloom.a $(HEADERS) $(wildcard tests/gpu/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Isrc $< $(BUILD)/libloom_dev.a $(BUILD)/libloom.a -o $@ $(LDLIBS)
 
