@@ -276,6 +276,22 @@ devcomm:
   return first;
 }
 
+/* A communicator's control block (device memory, zeroed) and its fault
+ * record (mapped host memory, zeroed, with its device alias), for both
+ * kinds of communicator. On failure what was allocated stays in c for
+ * comm_release. */
+static loom_result_t comm_alloc_control(struct loom_comm *c) {
+  loom_result_t res = LOOM_SUCCESS;
+  CUDA_CHECK(cudaMalloc((void **)&c->ctrl, sizeof(loom_ctrl)));
+  CUDA_CHECK(cudaMemset(c->ctrl, 0, sizeof(loom_ctrl)));
+  CUDA_CHECK(cudaHostAlloc((void **)&c->fault_host, sizeof(loom_fault_record),
+                           cudaHostAllocMapped));
+  memset((void *)c->fault_host, 0, sizeof(loom_fault_record));
+  CUDA_CHECK(cudaHostGetDevicePointer((void **)&c->fault_dev, (void *)c->fault_host, 0));
+fail:
+  return res;
+}
+
 /* Every rank must pass the same workspace and slot count: the window is
  * symmetric. All-gather them once (the only host collective at create). */
 static loom_result_t check_config_agreement(struct loom_comm *c) {
@@ -370,12 +386,7 @@ static loom_result_t comm_create(ncclComm_t nccl, const loom_resolved_config *cf
     }
   }
   CUDA_CHECK(cudaMemset(c->window_base, 0, c->layout.total_bytes));
-  CUDA_CHECK(cudaMalloc((void **)&c->ctrl, sizeof(loom_ctrl)));
-  CUDA_CHECK(cudaMemset(c->ctrl, 0, sizeof(loom_ctrl)));
-  CUDA_CHECK(cudaHostAlloc((void **)&c->fault_host, sizeof(loom_fault_record),
-                           cudaHostAllocMapped));
-  memset((void *)c->fault_host, 0, sizeof(loom_fault_record));
-  CUDA_CHECK(cudaHostGetDevicePointer((void **)&c->fault_dev, (void *)c->fault_host, 0));
+  if ((res = comm_alloc_control(c)) != LOOM_SUCCESS) goto fail;
   CUDA_CHECK(cudaDeviceSynchronize());
   NCCL_CHECK(ncclCommWindowRegister(nccl, c->window_base, c->layout.total_bytes, &c->window,
                                     NCCL_WIN_COLL_SYMMETRIC));
@@ -566,12 +577,7 @@ loom_result_t loom_comm_create_loopback(int nranks, const loom_comm_config_t *co
     c->layout = layout;
     c->window_base = loom_loopback_base(lb, r);
     c->window = loom_loopback_window(lb, r);
-    CUDA_CHECK(cudaMalloc((void **)&c->ctrl, sizeof(loom_ctrl)));
-    CUDA_CHECK(cudaMemset(c->ctrl, 0, sizeof(loom_ctrl)));
-    CUDA_CHECK(cudaHostAlloc((void **)&c->fault_host, sizeof(loom_fault_record),
-                             cudaHostAllocMapped));
-    memset((void *)c->fault_host, 0, sizeof(loom_fault_record));
-    CUDA_CHECK(cudaHostGetDevicePointer((void **)&c->fault_dev, (void *)c->fault_host, 0));
+    if ((res = comm_alloc_control(c)) != LOOM_SUCCESS) goto fail;
     c->magic = LOOM_COMM_MAGIC;
   }
   CUDA_CHECK(cudaDeviceSynchronize());
