@@ -1275,24 +1275,10 @@ static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_p
   typedef typename moe_hop<MATH>::cfg CFG;
   constexpr int DT = math_dtype<MATH>::dt;
   static_assert(CFG::threads == MOE_HOP_THREADS, "block = 2 consumer WGs + the producer WG");
-  uint8_t *base = (uint8_t *)(((uintptr_t)smem + 1023) & ~(uintptr_t)1023);
-  hop_smem sm;
-  sm.a = base + CFG::a_offset;
-  sm.b = base + CFG::b_offset;
-  sm.full = (uint64_t *)(base + CFG::bar_offset);
-  sm.empty = sm.full + CFG::STAGES;
-  sm.flag = (volatile uint32_t *)(base + CFG::flag_offset);
-  sm.sk = NULL;
-  sm.dg = NULL;
-  sm.peer_empty = 0;
+  uint8_t *base = hop_smem_base(smem);
+  const hop_smem sm = hop_smem_ring<CFG>(base);
   volatile int32_t *task_of = (volatile int32_t *)(base + CFG::dg_offset);
-  if (threadIdx.x == 0) {
-    for (int st = 0; st < CFG::STAGES; st++) {
-      ptx_mbar_init(&sm.full[st], 1);
-      ptx_mbar_init(&sm.empty[st], CFG::empty_arrivals);
-    }
-    ptx_fence_mbar_init();
-  }
+  if (threadIdx.x == 0) hop_ring_init<CFG>(sm);
   /* the earlier phases wrote this memory through the generic proxy; TMA
    * writes it through the async proxy from now on */
   ptx_fence_proxy_async();

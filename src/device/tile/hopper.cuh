@@ -535,6 +535,38 @@ struct hop_smem {
   uint32_t peer_empty;     /* clusters: shared::cluster address of the peer CTA's empty[0] */
 };
 
+/* The engine's place in a block's dynamic shared memory: base = smem_raw
+ * rounded up to 1024 bytes (the swizzle atoms' alignment), the stages,
+ * their barriers and task flags at CFG's offsets from it. The split-K,
+ * device-group and cluster fields are left unset (NULL, 0) for the caller
+ * that uses them. */
+static __device__ __forceinline__ uint8_t *hop_smem_base(uint8_t *smem_raw) {
+  return (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+}
+template <class CFG> static __device__ __forceinline__ hop_smem hop_smem_ring(uint8_t *base) {
+  hop_smem sm;
+  sm.a = base + CFG::a_offset;
+  sm.b = base + CFG::b_offset;
+  sm.full = (uint64_t *)(base + CFG::bar_offset);
+  sm.empty = sm.full + CFG::STAGES;
+  sm.flag = (volatile uint32_t *)(base + CFG::flag_offset);
+  sm.sk = NULL;
+  sm.dg = NULL;
+  sm.peer_empty = 0;
+  return sm;
+}
+
+/* One thread, before the roles start: every stage's barriers (full: the
+ * producer's one arrival; empty: CFG::empty_arrivals), made visible to the
+ * async proxy and the cluster. */
+template <class CFG> static __device__ __forceinline__ void hop_ring_init(const hop_smem &sm) {
+  for (int s = 0; s < CFG::STAGES; s++) {
+    ptx_mbar_init(&sm.full[s], 1);
+    ptx_mbar_init(&sm.empty[s], CFG::empty_arrivals);
+  }
+  ptx_fence_mbar_init();
+}
+
 /* A consumer warp hands stage `stage` back (lane 0 arrives where `pred`):
  * on this CTA's empty barrier and, in a cluster, on the peer's (its
  * producer multicasts into this CTA's copy of the stage). Predicated, no
@@ -884,26 +916,15 @@ struct hop_no_side {
 template <class CFG, int ACT, int OUT, class SIDE = hop_no_side>
 static __device__ __forceinline__ void hop_gemm_run(const hop_params &p, uint8_t *smem_raw,
                                                     uint32_t ready_bias, const SIDE &side) {
-  uint8_t *base = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
-  hop_smem sm;
-  sm.a = base + CFG::a_offset;
-  sm.b = base + CFG::b_offset;
-  sm.full = (uint64_t *)(base + CFG::bar_offset);
-  sm.empty = sm.full + CFG::STAGES;
-  sm.flag = (volatile uint32_t *)(base + CFG::flag_offset);
+  uint8_t *base = hop_smem_base(smem_raw);
+  hop_smem sm = hop_smem_ring<CFG>(base);
   sm.sk = (volatile uint32_t *)(base + CFG::sk_offset);
   sm.dg = p.dg_rows ? (const int32_t *)(base + CFG::dg_offset) : NULL;
   sm.peer_empty = CFG::CL > 1 ? ptx_mapa_shared(ptx_smem_addr(sm.empty), ptx_cluster_ctarank() ^ 1u) : 0u;
 
   const int wg = threadIdx.x / 128;
   const int warp_in_wg = (threadIdx.x / 32) % 4;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < CFG::STAGES; s++) {
-      ptx_mbar_init(&sm.full[s], 1);
-      ptx_mbar_init(&sm.empty[s], CFG::empty_arrivals);
-    }
-    ptx_fence_mbar_init();
-  }
+  if (threadIdx.x == 0) hop_ring_init<CFG>(sm);
   if (wg == CFG::consumer_wgs && warp_in_wg == 1 && (threadIdx.x & 31) == 0) {
     if (!p.group_maps) {
       ptx_prefetch_tensormap(&p.a);
