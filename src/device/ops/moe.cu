@@ -306,9 +306,8 @@ template <int DT> struct vec8 {
  * which is exactly element 4s + v of what the lane loaded. Each warp's
  * 32 x GATE_EP partial goes to shared memory and the nw partials are summed
  * in warp order, so the result is a fixed function of the inputs and the
- * block size. Experts past
- * E and tokens past t1 contribute zeros and are not written. All threads
- * call it; red holds gate_scratch_bytes(blockDim.x / 32).
+ * block size. Experts past E and tokens past t1 contribute zeros and are not
+ * written. All threads call it; red holds gate_scratch_bytes(blockDim.x / 32).
  *
  * Speed (docs/moe.md "Gate and place, session 5"): the MMAs alone would
  * take 8.3 us per 32 x 32 x 2048 (16 clocks per m16n8k16 per SM, measured);
