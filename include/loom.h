@@ -286,6 +286,63 @@ loom_result_t loom_exchange(loom_comm_t comm, loom_exchange_t pattern,
 
 
 /* ------------------------------------------------------------------------
+ * Fused collective GEMMs (tensor-parallel linear layers), each one
+ * persistent kernel per GPU that moves its operand over NVLink tile by
+ * tile while it multiplies (docs/collective_gemm.md).
+ *
+ * Layouts (row-major, dtype = args.dtype, fp32 accumulation; fp32 runs
+ * TF32 tensor-core math, as cuBLAS's TF32 mode):
+ *   a  [m x k]          this rank's rows
+ *   b  [n x k]          this rank's weights, the nn.Linear layout ([out x in])
+ *   c  [nranks*m x n]   this rank's output
+ * All-gather + GEMM (the column-parallel linear): with A = [a_0; a_1; ...;
+ * a_{R-1}] (every rank's a, in rank order), rank r gets c = act(A b^T):
+ * rows [s*m, (s+1)*m) of c are a_s b^T. Its own rows are multiplied first,
+ * straight from `a`; each peer's rows as soon as they have landed in its
+ * workspace.
+ * ------------------------------------------------------------------------ */
+
+typedef struct {
+  /* Set by LOOM_GEMM_ARGS_INIT; do not change. */
+  size_t struct_size;
+  int version;
+  loom_dtype_t dtype;      /* of a, b and c                                    */
+  int64_t m, n, k;         /* as in the layouts above; the same on every rank  */
+  const void *a, *b;       /* device memory of this rank's GPU, 16-byte aligned */
+  void *c;                 /* device memory, 16-byte aligned; must not overlap a, b */
+  int activation;          /* LOOM_UNSET: none; LOOM_ACT_RELU, _GELU, _SILU    */
+} loom_gemm_args_t;
+
+#define LOOM_GEMM_ARGS_INIT                                                    \
+  { sizeof(loom_gemm_args_t), LOOM_API_VERSION, LOOM_BF16, 0, 0, 0, NULL, NULL, \
+    NULL, LOOM_UNSET }
+
+/* Workspace and signal slots loom_ag_gemm needs for these shapes.
+ *   args         [in]  dtype, m, n, k, activation (pointers unused).
+ *   nranks       [in]  communicator size, 1..8.
+ *   bytes        [out] minimum loom_comm_config_t.workspace_bytes:
+ *                      nranks * m * k * element size (each peer's rows), each
+ *                      rank's part rounded up to 256 bytes.
+ *   signal_slots [out] minimum loom_comm_config_t.signal_slots (may be NULL):
+ *                      one per 128 rows of m, plus the two reserved.
+ * Errors: LOOM_INVALID_ARGUMENT with a message for shapes the operator does
+ * not take: m, n, k >= 1; n and k multiples of 8 (16-byte rows for the
+ * tensor-memory loads); m, n, k and nranks * m below 2^31. */
+loom_result_t loom_ag_gemm_workspace_bytes(const loom_gemm_args_t *args, int nranks,
+                                           size_t *bytes, int *signal_slots);
+
+/* All-gather + GEMM as ONE kernel launch on `stream` (layouts above).
+ * Collective: every rank calls it with the same dtype, m, n, k and
+ * activation, in the same order of calls on this communicator as its other
+ * operators. Asynchronous; capturable in a CUDA graph. Buffers belong to
+ * the caller and must stay valid until the stream passes the kernel. A peer
+ * that never arrives ends the kernel after the communicator's timeout;
+ * loom_comm_get_async_error then says LOOM_TIMEOUT (the rows it owed are
+ * not written). Bad arguments: LOOM_INVALID_ARGUMENT, nothing launched. */
+loom_result_t loom_ag_gemm(loom_comm_t comm, const loom_gemm_args_t *args,
+                           cudaStream_t stream);
+
+/* ------------------------------------------------------------------------
  * The MoE layer forward, as one persistent kernel per GPU.
  *
  * y = sum over the top_k experts chosen for each token of

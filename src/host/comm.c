@@ -94,6 +94,7 @@ static const char *op_name(int op) {
   case LOOM_OP_EXCHANGE: return "exchange";
   case LOOM_OP_PUT_BENCH: return "put-bench";
   case LOOM_OP_MOE: return "moe forward";
+  case LOOM_OP_AG_GEMM: return "all-gather gemm";
   }
   return "unknown operator";
 }
@@ -265,10 +266,12 @@ devcomm:
   }
   if (c->window_base != NULL) ncclMemFree(c->window_base);
   if (c->ctrl != NULL) cudaFree(c->ctrl);
+  if (c->op_counters != NULL) cudaFree(c->op_counters);
   if (c->fault_host != NULL) cudaFreeHost(c->fault_host);
   if (c->owns_nccl && c->nccl != NULL) ncclCommDestroy(c->nccl);
   c->window_base = NULL;
   c->ctrl = NULL;
+  c->op_counters = NULL;
   c->fault_host = NULL;
   c->nccl = NULL;
 #undef KEEP_FIRST
@@ -276,14 +279,18 @@ devcomm:
   return first;
 }
 
-/* A communicator's control block (device memory, zeroed) and its fault
- * record (mapped host memory, zeroed, with its device alias), for both
+/* A communicator's control block and operator counters (device memory,
+ * zeroed) and its fault record (mapped host memory, zeroed, with its
+ * device alias), for both
  * kinds of communicator. On failure what was allocated stays in c for
  * comm_release. */
 static loom_result_t comm_alloc_control(struct loom_comm *c) {
   loom_result_t res = LOOM_SUCCESS;
   CUDA_CHECK(cudaMalloc((void **)&c->ctrl, sizeof(loom_ctrl)));
   CUDA_CHECK(cudaMemset(c->ctrl, 0, sizeof(loom_ctrl)));
+  const size_t counters = (size_t)c->nranks * (size_t)c->config.signal_slots * sizeof(uint32_t);
+  CUDA_CHECK(cudaMalloc((void **)&c->op_counters, counters));
+  CUDA_CHECK(cudaMemset(c->op_counters, 0, counters));
   CUDA_CHECK(cudaHostAlloc((void **)&c->fault_host, sizeof(loom_fault_record),
                            cudaHostAllocMapped));
   memset((void *)c->fault_host, 0, sizeof(loom_fault_record));

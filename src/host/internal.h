@@ -59,6 +59,9 @@ struct loom_comm {
   ncclWindow_t window;
   void *devcomm;             /* ncclDevComm, owned by transport.cu */
   loom_ctrl *ctrl;           /* device memory */
+  uint32_t *op_counters;     /* device memory, [nranks][signal_slots], zero between
+                                calls: operators' own arrival counters (the
+                                collective GEMMs' per-destination row blocks) */
   loom_fault_record *fault_host; /* pinned, mapped */
   loom_fault_record *fault_dev;  /* its device alias */
   loom_result_t async_error; /* sticky once reported */

@@ -34,6 +34,11 @@ run "$dir/test_exchange" loopback
 run "$dir/test_moe" loopback --every 7
 run "$dir/test_faults" loopback
 run "$dir/test_sequence" loopback
+# Collective GEMMs (loom_ag_gemm): shapes off the tiles, bf16/fp16/TF32,
+# activations, two calls back to back, a CUDA graph, a silent rank.
+run "$dir/test_collective" single
+run "$dir/test_collective" multi
+run "$dir/test_collective" loopback
 # Bulk-synchronous baseline (src/baseline) against the reference, with the
 # expert GEMMs as a loop of cublasGemmEx and as grouped-batched calls.
 run "$dir/test_baseline"

@@ -58,6 +58,41 @@ cudaError_t loom_launch_exchange(const loom_dev_comm *c, const loom_exchange_arg
 cudaError_t loom_launch_put_bench(const loom_dev_comm *c, int peer, const void *src,
                                   size_t bytes, cudaStream_t stream);
 
+/* ---- all-gather + GEMM (ag_gemm.cu; docs/collective_gemm.md) -------------
+ * Data region of the window (per rank), byte offsets from data_offset:
+ *   [source s = 0..nranks-1][loom_ag_stride(m, k, esize)]  rank s's rows
+ *   [m x k] (contiguous), written by s; the owner's own part stays unused
+ *   (its rows are read from the caller's a).
+ * Signal slot j < ceil(m / LOOM_AG_BLOCK_ROWS) of source s: s's row block j
+ * (LOOM_AG_BLOCK_ROWS rows, the engine's task height) has landed, the call's
+ * epoch (release at system scope). Counters (loom_ag_args.counters, this
+ * GPU's memory, [nranks][signal slots], zero between calls): the pieces of
+ * row block j already put into destination d; the piece that completes
+ * the block resets it and signals. */
+#define LOOM_AG_MAX_RANKS 8
+#define LOOM_AG_BLOCK_ROWS 128
+
+static inline LOOM_HD size_t loom_ag_stride(int64_t m, int64_t k, size_t esize) {
+  return loom_align_up((size_t)m * (size_t)k * esize, 256);
+}
+
+typedef struct {
+  int dtype;             /* loom_dtype_t of a, b, c */
+  int act;               /* loom_activation_t, or -1: none (RELU, GELU, SILU only) */
+  int m, n, k;
+  const void *a, *b;
+  void *c;
+  char *data_local;      /* this rank's data region (device address of its window) */
+  uint64_t *flags_local; /* this rank's flags[0][0] (device address of its window) */
+  uint32_t *counters;    /* [nranks][slots], zero between calls */
+  uint32_t *error;       /* the engine's error word (loom_ctrl.op_error) */
+} loom_ag_args;
+
+/* Launch the all-gather GEMM kernel: every SM of the communicator (a
+ * loopback rank's share), one block each, cooperative. */
+cudaError_t loom_launch_ag_gemm(const loom_dev_comm *c, const loom_ag_args *a,
+                                cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

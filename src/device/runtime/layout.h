@@ -83,7 +83,9 @@ static inline LOOM_HD loom_window_layout loom_window_layout_make(int nranks, int
  *   fault_claim 4  0 until one block wins the right to fill the fault record.
  *   barrier     4  arrivals at the running kernel's grid barriers (barrier
  *                  i completes at i * gridDim.x); reset by the last block.
- *   pad        40
+ *   op_error    4  the tile engine's error bits (HOP_ERR_*) of the running
+ *                  kernel, for operators built on it; reset by the last block.
+ *   pad        36
  */
 typedef struct {
   uint64_t epoch;
@@ -91,7 +93,8 @@ typedef struct {
   int32_t abort;
   uint32_t fault_claim;
   uint32_t barrier;
-  uint32_t pad[10];
+  uint32_t op_error;
+  uint32_t pad[9];
 } loom_ctrl;
 
 /* What a bounded wait was waiting for (loom_fault_record.what). */
@@ -177,6 +180,7 @@ typedef enum {
   LOOM_OP_EXCHANGE = 1,
   LOOM_OP_PUT_BENCH = 2,
   LOOM_OP_MOE = 3,
+  LOOM_OP_AG_GEMM = 4,
 } loom_op_id;
 
 #ifdef __cplusplus

@@ -93,6 +93,7 @@ static __device__ __forceinline__ int loom_kernel_end(const loom_dev_comm &c,
     if (last) {
       c.ctrl->blocks_done = 0;
       c.ctrl->barrier = 0;
+      c.ctrl->op_error = 0;
       c.ctrl->epoch = epoch;
       __threadfence();
     }

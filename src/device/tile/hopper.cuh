@@ -88,6 +88,11 @@ enum hop_act {
  * consumer WGs; ping-pong order barriers HOP_BAR_ORDER + wg. */
 #define HOP_BAR_SPLITK 1
 #define HOP_BAR_ORDER 2
+/* 2 + wg for ping-pong WG 0, 1; with a side role (hop_gemm_run) the
+ * producer warpgroup meets on HOP_BAR_PRODUCER_WG before its registers
+ * grow back, and the side role may use HOP_BAR_SIDE_FIRST and above */
+#define HOP_BAR_PRODUCER_WG 4
+#define HOP_BAR_SIDE_FIRST 5
 
 /* Consumer schedule of a configuration (see the file comment). */
 enum hop_mainloop { HOP_ML_V1 = 0, HOP_ML_COOP = 1, HOP_ML_PINGPONG = 2 };
@@ -270,6 +275,10 @@ struct hop_params {
   int32_t store16;               /* 1: every output row starts 16-byte aligned (C and ldc, or the
                                     caller's promise for row_ptr): 16-bit outputs are written 16
                                     bytes per lane (hop_epilogue); 0: column pairs */
+  int32_t maps_const;            /* 1: group_maps point into the kernel parameter (an operator's
+                                    __grid_constant__ struct, never written): no tensormap fence
+                                    (that fence is only defined on global memory); 0: the host
+                                    wrote them to global memory */
 };
 
 /* Device groups: the task table a block builds in shared memory at
@@ -601,7 +610,7 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
     if (p.group_maps) {
       ma = p.group_maps + 2 * t.group;
       mb = ma + 1;
-      if (fenced_group != t.group) { /* maps were written by the host: acquire them once */
+      if (!p.maps_const && fenced_group != t.group) { /* written by the host: acquire them once */
         ptx_fence_tensormap_acquire(ma);
         ptx_fence_tensormap_acquire(mb);
         fenced_group = t.group;
@@ -911,8 +920,12 @@ struct hop_no_side {
  *               side(w), w = 0, 1, 2, after the role split (at the
  *               producer's register budget, CFG::producer_regs; they must
  *               not use __syncthreads or the named barriers the engine's
- *               roles use). It runs alongside the GEMM: the operator's
- *               communication role. */
+ *               roles use; HOP_BAR_SIDE_FIRST and above are theirs). It
+ *               runs alongside the GEMM: the operator's communication role.
+ *               With a side role every warp returns at CFG::entry_regs (the
+ *               producer warpgroup meets first), so the operator may go on
+ *               with block-wide code; without one the warps return at their
+ *               role's budget and the kernel must end. */
 template <class CFG, int ACT, int OUT, class SIDE = hop_no_side>
 static __device__ __forceinline__ void hop_gemm_run(const hop_params &p, uint8_t *smem_raw,
                                                     uint32_t ready_bias, const SIDE &side) {
@@ -944,9 +957,15 @@ static __device__ __forceinline__ void hop_gemm_run(const hop_params &p, uint8_t
     } else if (SIDE::active) {
       side(warp_in_wg - 1);
     }
+    if (SIDE::active) { /* the operator goes on after this: whole WG back to the entry budget */
+      __syncwarp();
+      ptx_named_bar_sync(HOP_BAR_PRODUCER_WG, 128);
+      ptx_setmaxnreg_inc<CFG::entry_regs>();
+    }
   } else { /* consumer warpgroups 0 .. consumer_wgs-1 */
     ptx_setmaxnreg_inc<CFG::consumer_regs>();
     hop_consumer<CFG, ACT, OUT>(p, sm, wg);
+    if (SIDE::active) ptx_setmaxnreg_dec<CFG::entry_regs>();
   }
   /* clusters: stay until the peer is done with this CTA: its consumers
    * arrive on this CTA's empty barriers up to their last stage (this CTA's

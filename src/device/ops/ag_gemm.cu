@@ -1,0 +1,324 @@
+/*
+ * All-gather + GEMM as one persistent kernel per GPU (docs/collective_gemm.md):
+ * rank r computes C = act([A_0; ...; A_{R-1}] B^T) while the A_s arrive.
+ *
+ * The kernel is the tile engine (hopper.cuh, hop_gemm_run) with R host
+ * groups in task order: group g holds the rows of source s = (r + g) % R,
+ * so this rank's own rows (g = 0, read straight from the caller's A, no
+ * wait) come first, then r+1, r+2, ... Group g >= 1 reads its A from the
+ * window part of s; its task for row block j waits (the engine's bounded
+ * readiness wait) until flag j of s holds this call's epoch.
+ *
+ * Communication runs on the producer warpgroup's otherwise idle warps 1-3
+ * (the engine's side role, 96 threads per block): they put this rank's
+ * rows into every peer's window, destination by destination in the order
+ * the peers consume them: r-1 first (it multiplies r's rows right after its
+ * own), then r-2, ... Each destination's rows are cut into pieces of a few
+ * rows, spread over every block, so all SMs push to one peer at a time; the
+ * piece that completes a row block (counted on this GPU) signals it.
+ *
+ * Parameters travel in the kernel parameter (__grid_constant__): the group
+ * table and its tensor maps there need no device memory, no copy before the
+ * launch and nothing to keep alive for a CUDA graph. Each block copies the
+ * engine's hop_params to shared memory and points it at them.
+ */
+#include <cuda_runtime.h>
+
+#include "../runtime/transport.cuh"
+#include "../tile/hopper_host.cuh"
+#include "ops.h"
+
+/* Shapes per dtype: ping-pong 128 x 128 for 16-bit inputs, v1 128 x 256 for
+ * TF32 (the engine's fastest per dtype, docs/tile.md). Both 128 rows per
+ * task: one readiness flag per LOOM_AG_BLOCK_ROWS rows. */
+template <int DT> struct ag_cfg { typedef hop_pp<DT> cfg; };
+template <> struct ag_cfg<HOP_TF32> { typedef hop_pp<HOP_TF32> cfg; };
+
+/* The side role's named barrier (its 96 threads). */
+#define AG_BAR_PUSH HOP_BAR_SIDE_FIRST
+#define AG_PUSH_THREADS 96
+
+struct ag_kparams {
+  hop_params hp;                            /* group_maps, groups: set per block */
+  CUtensorMap maps[2 * LOOM_AG_MAX_RANKS];  /* (A_g, B) per group */
+  hop_group groups[LOOM_AG_MAX_RANKS];
+  loom_dev_comm c;
+  const char *a;      /* this rank's rows [m x k], contiguous */
+  size_t row_bytes;   /* k * element size */
+  size_t stride;      /* loom_ag_stride */
+  int m;
+  int piece_rows;     /* rows per piece (divides LOOM_AG_BLOCK_ROWS) */
+  int pieces;         /* ceil(m / piece_rows) per destination */
+  uint32_t *counters; /* [nranks][slots] */
+};
+
+static_assert(sizeof(ag_kparams) <= 4096, "kernel parameter: 4 KB (no large-parameter opt-in needed)");
+
+/* What a block's side role reports back once the engine is done. */
+struct ag_side_state {
+  int failed;          /* a credit poll gave up (fail holds why) */
+  int ok;              /* broadcast of the credit outcome to the 96 threads */
+  loom_wait_fail fail;
+};
+
+/* The side role's copy of n 16-byte vectors (every address and length
+ * here is a multiple of 16: a and c 16-byte aligned, k % 8 == 0, window
+ * parts 256-aligned), 4 loads in flight per thread. Plain and division-free:
+ * the side role runs at the producer's 40 registers. */
+static __device__ __forceinline__ void ag_put(int4 *dst, const int4 *src, unsigned n, unsigned tid) {
+  constexpr unsigned T = AG_PUSH_THREADS;
+  unsigned i = tid;
+  for (; i + 3 * T < n; i += 4 * T) {
+    const int4 v0 = src[i], v1 = src[i + T], v2 = src[i + 2 * T], v3 = src[i + 3 * T];
+    dst[i] = v0;
+    dst[i + T] = v1;
+    dst[i + 2 * T] = v2;
+    dst[i + 3 * T] = v3;
+  }
+  for (; i < n; i += T) dst[i] = src[i];
+}
+
+struct ag_side {
+  static constexpr bool active = true;
+  const ag_kparams *P;
+  uint64_t epoch;
+  ag_side_state *st; /* shared memory */
+
+  /* Warps 1-3 of the producer warpgroup, at the producer's register budget:
+   * polls only, no out-of-line call (the fault is settled afterwards). */
+  __device__ __forceinline__ void operator()(int w) const {
+    const ag_kparams &p = *P;
+    const loom_dev_comm &c = p.c;
+    const int R = c.nranks, r = c.rank;
+    const unsigned tid = (unsigned)(w * 32) + (threadIdx.x & 31u);
+    uint32_t credited = 0; /* destinations whose credit this block has (thread 0) */
+    const int items = (R - 1) * p.pieces;
+    for (int item = blockIdx.x; item < items; item += gridDim.x) {
+      const int pos = 1 + item / p.pieces, piece = item - (pos - 1) * p.pieces;
+      const int d = (r - pos + R) % R;
+      if (tid == 0) {
+        int ok = 1;
+        if (!(credited >> d & 1u)) { /* first store into d in this call */
+          ok = epoch <= 1 ||
+               loom_poll_flag(c, d, loom_credit_slot(c), epoch - 1, LOOM_WAIT_CREDIT, &st->fail);
+          if (ok)
+            ptx_st_release_sys_u64(loom_flag_ptr(c, d, r, loom_tag_slot(c)), loom_call_tag(epoch, c.op));
+          credited |= 1u << d;
+        }
+        st->ok = ok;
+        if (!ok) st->failed = 1;
+      }
+      ptx_named_bar_sync(AG_BAR_PUSH, AG_PUSH_THREADS);
+      if (!st->ok) break;
+      const int row0 = piece * p.piece_rows;
+      const int rows = min(p.piece_rows, p.m - row0);
+      const size_t off = (size_t)row0 * p.row_bytes;
+      char *dst = loom_peer_ptr(c, d, c.data_offset + (size_t)r * p.stride + off);
+      ag_put((int4 *)dst, (const int4 *)(p.a + off), (unsigned)((size_t)rows * p.row_bytes / 16), tid);
+      ptx_named_bar_sync(AG_BAR_PUSH, AG_PUSH_THREADS); /* every store of the piece issued */
+      if (tid == 0) {
+        const int j = row0 / LOOM_AG_BLOCK_ROWS;
+        const int block_rows = min(LOOM_AG_BLOCK_ROWS, p.m - j * LOOM_AG_BLOCK_ROWS);
+        const uint32_t need = (uint32_t)((block_rows + p.piece_rows - 1) / p.piece_rows);
+        uint32_t *ctr = p.counters + (size_t)d * c.slots + j;
+        __threadfence_system(); /* the piece's stores (all 96 threads, ordered by the barrier) first */
+        if (ptx_atom_add_acq_rel_gpu_u32(ctr, 1u) + 1u == need) {
+          ptx_st_relaxed_gpu_u32(ctr, 0u); /* every piece counted: zero for the next call */
+          loom_signal(c, d, j, epoch);     /* release, system scope: covers the pieces seen */
+        }
+      }
+    }
+  }
+};
+
+/* After the engine: what this block must report (thread 0, at the full
+ * register budget), as one loom_wait_fail for one settle call (ptxas keeps
+ * the consumers' 232 registers only with a single out-of-line call site
+ * here). Returns 1 with *f filled, or 0. A credit poll that gave up (the
+ * side role) comes first; then a timed-out task (the engine's error word),
+ * named by the first source row block whose flag is still behind; then,
+ * block 0 only, the call tag of every peer (after acquiring one of its
+ * flags): a peer in another call or running another operator is
+ * LOOM_INVALID_USAGE. */
+static __device__ __forceinline__ int ag_diagnose(const ag_kparams &p, const hop_params &hp,
+                                                  const ag_side_state *st, uint64_t epoch,
+                                                  loom_wait_fail *f) {
+  const loom_dev_comm &c = p.c;
+  if (st->failed) {
+    *f = st->fail;
+    return 1;
+  }
+  if (*(volatile uint32_t *)hp.error & HOP_ERR_TIMEOUT) {
+    /* status 0: settle copies a peer's fault if one came first */
+    *f = loom_wait_fail{0, c.rank, LOOM_WAIT_SIGNAL, -1, epoch, 0, c.timeout_ns};
+    if (loom_abort_seen(c)) return 1;
+    const int nb = (p.m + LOOM_AG_BLOCK_ROWS - 1) / LOOM_AG_BLOCK_ROWS;
+    f->status = LOOM_TIMEOUT;
+    for (int s = 0; s < c.nranks; s++) {
+      if (s == c.rank) continue;
+      for (int j = 0; j < nb; j++) {
+        const uint64_t seen = ptx_ld_acquire_sys_u64(loom_flag_ptr(c, c.rank, s, j));
+        if (seen < epoch) {
+          f->peer = s;
+          f->slot = j;
+          f->observed = seen;
+          return 1;
+        }
+      }
+    }
+    return 1;
+  }
+  if (blockIdx.x != 0) return 0;
+  /* a peer stores its tag before any of its flags, and this block may have
+   * run no task of that peer: acquire its last row block's flag first */
+  const uint64_t want = loom_call_tag(epoch, c.op);
+  const int last = (p.m - 1) / LOOM_AG_BLOCK_ROWS;
+  for (int s = 0; s < c.nranks; s++) {
+    if (s == c.rank) continue;
+    if (!loom_poll_flag(c, s, last, epoch, LOOM_WAIT_SIGNAL, f)) return 1;
+    const uint64_t tag = ptx_ld_acquire_sys_u64(loom_flag_ptr(c, c.rank, s, loom_tag_slot(c)));
+    if (tag != want) {
+      *f = loom_wait_fail{LOOM_INVALID_USAGE, s, LOOM_WAIT_CALL_MISMATCH, 0, want, tag, 0};
+      return 1;
+    }
+  }
+  return 0;
+}
+
+template <class CFG, int ACT, int OUT>
+__global__ void __launch_bounds__(CFG::threads, 1) ag_gemm_kernel(const __grid_constant__ ag_kparams P) {
+  extern __shared__ uint8_t ag_smem_raw[];
+  __shared__ hop_params hp;
+  __shared__ ag_side_state st;
+  const uint64_t epoch = loom_kernel_begin(P.c);
+  if (loom_block_aborted(P.c)) { /* a peer failed since our last call */
+    loom_kernel_end(P.c, epoch);
+    return;
+  }
+  static_assert(sizeof(hop_params) % 4 == 0, "copied as words");
+  for (unsigned i = threadIdx.x; i < sizeof(hop_params) / 4; i += blockDim.x)
+    ((uint32_t *)&hp)[i] = ((const uint32_t *)&P.hp)[i];
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    hp.group_maps = P.maps; /* kernel-parameter addresses (hp.maps_const) */
+    hp.groups = P.groups;
+    st.failed = 0;
+    st.ok = 1;
+  }
+  __syncthreads();
+  hop_gemm_run<CFG, ACT, OUT, ag_side>(hp, ag_smem_raw, (uint32_t)epoch, ag_side{&P, epoch, &st});
+  __syncthreads(); /* every warp at the entry budget again (side role active) */
+  if (threadIdx.x == 0) {
+    loom_wait_fail f;
+    if (ag_diagnose(P, hp, &st, epoch, &f)) loom_wait_settle(P.c, f);
+  }
+  loom_kernel_end(P.c, epoch);
+}
+
+/* ---- host ------------------------------------------------------------------ */
+
+template <class CFG, int ACT, int OUT>
+static cudaError_t ag_launch(const loom_dev_comm *c, const loom_ag_args *a, cudaStream_t stream) {
+  const int R = c->nranks, r = c->rank;
+  if (R > LOOM_AG_MAX_RANKS) return cudaErrorInvalidValue;
+  ag_kparams kp;
+  memset(&kp, 0, sizeof kp);
+  hop_problem pr;
+  memset(&pr, 0, sizeof pr);
+  pr.dtype = CFG::dtype;
+  pr.act = ACT;
+  pr.n = a->n;
+  pr.k = a->k;
+  pr.ldc = a->n;
+  pr.num_groups = R;
+  pr.error = a->error;
+  pr.timeout_ns = c->timeout_ns;
+  pr.num_sms = c->sms;
+  hop_group_desc unused; /* the groups are built below; validation only asks that a table exists */
+  pr.groups = &unused;
+  cudaError_t e = hop_validate_common<CFG>(&pr);
+  if (e != cudaSuccess) return e;
+  hop_params *hp = &kp.hp;
+  hop_params_common<CFG>(hp, &pr);
+  const size_t es = CFG::esize;
+  const int tiles = (a->m + CFG::BM - 1) / CFG::BM * hp->n_tiles; /* per group */
+  hp->total_tiles = tiles * R;
+  hp->total_tasks = tiles * R;
+  hp->split_k = 1;
+  hp->kb_per_split = hp->nkb;
+  hp->store16 = ((uintptr_t)a->c & 15) == 0 && a->n % 8 == 0;
+  hp->maps_const = 1;
+  const size_t stride = loom_ag_stride(a->m, a->k, es);
+  for (int g = 0; g < R; g++) {
+    const int s = (r + g) % R;
+    const void *src = g == 0 ? a->a : (const void *)(a->data_local + (size_t)s * stride);
+    if ((e = hop_make_map(&kp.maps[2 * g], CFG::dtype, src, a->m, a->k, a->k, CFG::BK, CFG::BM)) != cudaSuccess)
+      return e;
+    if ((e = hop_make_map(&kp.maps[2 * g + 1], CFG::dtype, a->b, a->n, a->k, a->k, CFG::BK, CFG::b_box_rows)) !=
+        cudaSuccess)
+      return e;
+    hop_group *hg = &kp.groups[g];
+    hg->rows = a->m;
+    hg->tile_begin = g * tiles;
+    hg->c = (char *)a->c + (size_t)s * a->m * a->n * es;
+    hg->ready = g == 0 ? NULL : (const uint32_t *)(a->flags_local + (size_t)s * c->slots);
+    hg->ready_target = 0;  /* + the epoch, on the device */
+    hg->ready_stride = 2;  /* one 8-byte flag per row block: its low word */
+  }
+  kp.c = *c;
+  kp.a = (const char *)a->a;
+  kp.row_bytes = (size_t)a->k * es;
+  kp.stride = stride;
+  kp.m = a->m;
+  /* pieces: the largest that still gives every block one per destination,
+   * but not below 16 KB (below that the signal costs show) */
+  int pr_rows = LOOM_AG_BLOCK_ROWS;
+  while (pr_rows > 1 && (a->m + pr_rows - 1) / pr_rows < c->sms && (size_t)(pr_rows / 2) * kp.row_bytes >= 16384)
+    pr_rows /= 2;
+  kp.piece_rows = pr_rows;
+  kp.pieces = (a->m + pr_rows - 1) / pr_rows;
+  kp.counters = a->counters;
+
+  const void *kernel = (const void *)ag_gemm_kernel<CFG, ACT, OUT>;
+  const int smem = CFG::smem_bytes;
+  /* per device: a process may drive several (every call, it is cheap) */
+  if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
+    return e;
+  int per_sm = 0;
+  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, CFG::threads, smem)) != cudaSuccess)
+    return e;
+  if (per_sm < 1) return cudaErrorCooperativeLaunchTooLarge;
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cfg.gridDim = dim3(c->sms);
+  cfg.blockDim = dim3(CFG::threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, ag_gemm_kernel<CFG, ACT, OUT>, kp);
+}
+
+template <int DT, int OUT>
+static cudaError_t ag_launch_act(const loom_dev_comm *c, const loom_ag_args *a, cudaStream_t stream) {
+  typedef typename ag_cfg<DT>::cfg CFG;
+  switch (a->act) {
+  case LOOM_ACT_RELU: return ag_launch<CFG, HOP_ACT_RELU, OUT>(c, a, stream);
+  case LOOM_ACT_GELU: return ag_launch<CFG, HOP_ACT_GELU_ERF, OUT>(c, a, stream);
+  case LOOM_ACT_SILU: return ag_launch<CFG, HOP_ACT_SILU, OUT>(c, a, stream);
+  case -1: return ag_launch<CFG, HOP_ACT_NONE, OUT>(c, a, stream);
+  default: return cudaErrorInvalidValue;
+  }
+}
+
+extern "C" cudaError_t loom_launch_ag_gemm(const loom_dev_comm *c, const loom_ag_args *a,
+                                           cudaStream_t stream) {
+  switch (a->dtype) {
+  case LOOM_BF16: return ag_launch_act<HOP_BF16, HOP_OUT_BF16>(c, a, stream);
+  case LOOM_FP16: return ag_launch_act<HOP_FP16, HOP_OUT_FP16>(c, a, stream);
+  case LOOM_FP32: return ag_launch_act<HOP_TF32, HOP_OUT_FP32>(c, a, stream);
+  default: return cudaErrorInvalidValue;
+  }
+}

@@ -1,0 +1,114 @@
+/* loom_ag_gemm: validation, workspace sizing and launch of the all-gather
+ * GEMM kernel (src/device/ops/ag_gemm.cu; docs/collective_gemm.md). */
+#include <stdint.h>
+
+#include "internal.h"
+#include "../device/ops/ops.h"
+
+/* The args struct as the caller built it: LOOM_GEMM_ARGS_INIT's size and a
+ * version this library knows (the struct is new at LOOM_API_VERSION 2). */
+static loom_result_t check_args(const char *fn, const loom_gemm_args_t *a, int nranks,
+                                size_t *esize) {
+  LOOM_ARG(a != NULL, fn, "args is NULL");
+  LOOM_ARG(a->struct_size == sizeof(loom_gemm_args_t) && a->version >= 2 &&
+               a->version <= LOOM_API_VERSION,
+           fn,
+           "args->struct_size (%zu) / version (%d) are not a loom_gemm_args_t's (%zu, 2..%d): "
+           "initialise it with LOOM_GEMM_ARGS_INIT",
+           a->struct_size, a->version, sizeof(loom_gemm_args_t), LOOM_API_VERSION);
+  LOOM_ARG(nranks >= 1 && nranks <= LOOM_AG_MAX_RANKS, fn,
+           "%d ranks: the all-gather GEMM runs on 1 to %d ranks", nranks, LOOM_AG_MAX_RANKS);
+  LOOM_ARG(a->dtype == LOOM_BF16 || a->dtype == LOOM_FP16 || a->dtype == LOOM_FP32, fn,
+           "dtype (%d) is not a loom_dtype_t", (int)a->dtype);
+  LOOM_ARG(a->activation == LOOM_UNSET || a->activation == LOOM_ACT_RELU ||
+               a->activation == LOOM_ACT_GELU || a->activation == LOOM_ACT_SILU,
+           fn, "activation (%d) must be LOOM_UNSET (none), LOOM_ACT_RELU, LOOM_ACT_GELU or LOOM_ACT_SILU",
+           a->activation);
+  LOOM_ARG(a->m >= 1 && a->n >= 1 && a->k >= 1, fn,
+           "m, n, k (%lld, %lld, %lld) must all be >= 1", (long long)a->m, (long long)a->n,
+           (long long)a->k);
+  LOOM_ARG(a->n % 8 == 0 && a->k % 8 == 0, fn,
+           "n (%lld) and k (%lld) must be multiples of 8 (rows of 16-byte multiples for the "
+           "tensor-memory loads)",
+           (long long)a->n, (long long)a->k);
+  LOOM_ARG(a->m < INT32_MAX / nranks && a->n < INT32_MAX && a->k < INT32_MAX, fn,
+           "m (%lld) x nranks, n (%lld) and k (%lld) must stay below 2^31", (long long)a->m,
+           (long long)a->n, (long long)a->k);
+  loom_dtype_size(a->dtype, esize);
+  return LOOM_SUCCESS;
+}
+
+/* Row blocks of m: one signal slot each. */
+static int64_t row_blocks(int64_t m) {
+  return (m + LOOM_AG_BLOCK_ROWS - 1) / LOOM_AG_BLOCK_ROWS;
+}
+
+loom_result_t loom_ag_gemm_workspace_bytes(const loom_gemm_args_t *args, int nranks,
+                                           size_t *bytes, int *signal_slots) {
+  loom_clear_error();
+  const char *fn = "loom_ag_gemm_workspace_bytes";
+  size_t es = 0;
+  loom_result_t res = check_args(fn, args, nranks, &es);
+  if (res != LOOM_SUCCESS) return res;
+  LOOM_ARG(bytes != NULL, fn, "bytes is NULL");
+  *bytes = (size_t)nranks * loom_ag_stride(args->m, args->k, es);
+  if (signal_slots) *signal_slots = (int)(row_blocks(args->m) + 2);
+  return LOOM_SUCCESS;
+}
+
+/* [p, p + n) and [q, q + m) share a byte. */
+static int overlap(const void *p, size_t n, const void *q, size_t m) {
+  const char *a = (const char *)p, *b = (const char *)q;
+  return a < b + m && b < a + n;
+}
+
+loom_result_t loom_ag_gemm(loom_comm_t comm, const loom_gemm_args_t *args, cudaStream_t stream) {
+  loom_clear_error();
+  const char *fn = "loom_ag_gemm";
+  loom_result_t res = loom_check_comm(fn, comm);
+  if (res != LOOM_SUCCESS) return res;
+  size_t es = 0;
+  res = check_args(fn, args, comm->nranks, &es);
+  if (res != LOOM_SUCCESS) return res;
+  const loom_gemm_args_t *a = args;
+  LOOM_ARG(a->a != NULL && a->b != NULL && a->c != NULL, fn, "a, b and c must not be NULL");
+  LOOM_ARG((((uintptr_t)a->a | (uintptr_t)a->b | (uintptr_t)a->c) & 15) == 0, fn,
+           "a, b and c must be 16-byte aligned");
+  const size_t a_bytes = (size_t)a->m * (size_t)a->k * es, b_bytes = (size_t)a->n * (size_t)a->k * es;
+  const size_t c_bytes = (size_t)comm->nranks * (size_t)a->m * (size_t)a->n * es;
+  LOOM_ARG(!overlap(a->c, c_bytes, a->a, a_bytes) && !overlap(a->c, c_bytes, a->b, b_bytes), fn,
+           "c overlaps a or b");
+  size_t need = 0;
+  int slots = 0;
+  res = loom_ag_gemm_workspace_bytes(a, comm->nranks, &need, &slots);
+  if (res != LOOM_SUCCESS) return res;
+  LOOM_ARG(need <= comm->config.workspace_bytes, fn,
+           "m = %lld, k = %lld on %d ranks needs %zu workspace bytes but the communicator has %zu "
+           "(see loom_ag_gemm_workspace_bytes)",
+           (long long)a->m, (long long)a->k, comm->nranks, need, comm->config.workspace_bytes);
+  LOOM_ARG(slots <= comm->config.signal_slots, fn,
+           "m = %lld needs %d signal slots but the communicator has %d (see "
+           "loom_ag_gemm_workspace_bytes)",
+           (long long)a->m, slots, comm->config.signal_slots);
+  res = loom_comm_prepare_launch(fn, comm);
+  if (res != LOOM_SUCCESS) return res;
+
+  loom_dev_comm dc = loom_comm_dev_view(comm, LOOM_OP_AG_GEMM);
+  loom_ag_args la;
+  la.dtype = (int)a->dtype;
+  la.act = a->activation == LOOM_UNSET ? -1 : a->activation;
+  la.m = (int)a->m;
+  la.n = (int)a->n;
+  la.k = (int)a->k;
+  la.a = a->a;
+  la.b = a->b;
+  la.c = a->c;
+  la.data_local = (char *)comm->window_base + comm->layout.data_offset;
+  la.flags_local = (uint64_t *)((char *)comm->window_base + comm->layout.flags_offset);
+  la.counters = comm->op_counters;
+  la.error = &comm->ctrl->op_error;
+  CUDA_CHECK(loom_launch_ag_gemm(&dc, &la, stream));
+  return LOOM_SUCCESS;
+fail:
+  return res;
+}

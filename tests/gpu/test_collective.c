@@ -1,0 +1,449 @@
+/*
+ * GPU tests of the fused collective GEMMs (loom_ag_gemm) on 1, 2, 4 and 8
+ * ranks, skipping sizes the machine lacks:
+ *
+ *   test_collective single    one process drives every GPU
+ *   test_collective multi     one process per GPU
+ *   test_collective loopback  one process, 2, 4 and 8 ranks on device 0
+ *
+ * Each case (shape x dtype x activation): every rank's A and B fresh
+ * random (a pure function of seed, case, call and rank, so any process can
+ * compute the reference of any rank), C poisoned with NaN, two calls back to
+ * back without a host sync (different A, different C), then every row of
+ * every rank's C against the CPU reference in double: max over rows of
+ * ||c_row - ref_row|| / ||ref_row|| within TOL_16BIT (bf16/fp16) or TOL_TF32
+ * (fp32 storage, TF32 math). Shapes put m, n and k off the tiles (m not a
+ * multiple of 128, n not of the tile width, k not of the 64-wide k-block)
+ * and include m = 1.
+ * One process: a CUDA graph of one call per rank, replayed with new A.
+ * Fault: on 2+ ranks the last rank never calls; every other rank must
+ * report LOOM_TIMEOUT naming it, within timeout + 2 s, and the
+ * communicators must still be destroyed.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "loom.h"
+#include "reference/reference.h"
+#include "../check.h"
+#include "gpu_check.h"
+#include "ranks.h"
+
+#define PROG "test_collective"
+#define MAX_RANKS 8
+#define CALLS 2
+#define FAULT_TIMEOUT_MS 1000
+#define CHILD_DEADLINE_S 300
+#define TOL_TF32 2e-3
+#define TOL_16BIT 1e-2
+static const uint64_t SEED = 0xa11ea7e4ull;
+
+typedef struct {
+  int m, n, k;
+} shape_t;
+/* the last one only on up to 2 ranks (its CPU reference is the long one) */
+static const shape_t SHAPES[] = {{100, 136, 200}, {1, 8, 8}, {128, 256, 64}, {257, 264, 1032}, {600, 520, 2056}};
+#define NSHAPES ((int)(sizeof SHAPES / sizeof SHAPES[0]))
+static const loom_dtype_t DTYPES[] = {LOOM_BF16, LOOM_FP16, LOOM_FP32};
+static const int ACTS[] = {LOOM_UNSET, LOOM_ACT_RELU, LOOM_ACT_GELU, LOOM_ACT_SILU};
+#define MAX_ELEMS_A (600 * 2056)
+#define MAX_ELEMS_B (520 * 2056)
+#define MAX_ELEMS_C (8 * 600 * 520)
+
+static ranks_mode g_mode = RANKS_SINGLE;
+
+/* Element i of a matrix (which: 0 = A, 1 = B) of `rank` in call `call` of
+ * case `cs`: uniform in [-1, 1), then rounded to the dtype. */
+static float gen(int cs, int call, int rank, int which, size_t i) {
+  const uint64_t z = SEED ^ ((uint64_t)cs << 48) ^ ((uint64_t)call << 44) ^ ((uint64_t)rank << 40) ^
+                     ((uint64_t)which << 36) ^ (uint64_t)i;
+  return (float)((double)(ref_splitmix64(z) >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+}
+
+static void gen_matrix(float *x, size_t n, int cs, int call, int rank, int which, loom_dtype_t dt) {
+  for (size_t i = 0; i < n; i++) x[i] = gen(cs, call, rank, which, i);
+  ref_round_array(x, n, (int)dt);
+}
+
+static ref_activation ref_act_of(int act) {
+  return act == LOOM_ACT_RELU ? REF_ACT_RELU : act == LOOM_ACT_GELU ? REF_ACT_GELU : REF_ACT_SILU;
+}
+
+typedef struct {
+  loom_comm_t comm;
+  int rank, device;
+  cudaStream_t stream;
+  void *a[CALLS], *b, *c[CALLS];
+} rank_ctx;
+
+static int ctx_setup(rank_ctx *c, int R) {
+  CUDA_T(cudaSetDevice(c->device));
+  CUDA_T(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+  for (int k = 0; k < CALLS; k++) {
+    CUDA_T(cudaMalloc(&c->a[k], MAX_ELEMS_A * sizeof(float)));
+    CUDA_T(cudaMalloc(&c->c[k], (size_t)R * 600 * 520 * sizeof(float)));
+  }
+  CUDA_T(cudaMalloc(&c->b, MAX_ELEMS_B * sizeof(float)));
+  return 0;
+}
+
+static void ctx_free(rank_ctx *c) {
+  if (c->device >= 0) cudaSetDevice(c->device);
+  for (int k = 0; k < CALLS; k++) {
+    if (c->a[k]) cudaFree(c->a[k]);
+    if (c->c[k]) cudaFree(c->c[k]);
+  }
+  if (c->b) cudaFree(c->b);
+  if (c->stream) cudaStreamDestroy(c->stream);
+}
+
+static loom_comm_config_t test_config(int R, int timeout_ms) {
+  loom_comm_config_t cfg = LOOM_COMM_CONFIG_INIT;
+  loom_gemm_args_t big = LOOM_GEMM_ARGS_INIT;
+  big.dtype = LOOM_FP32;
+  big.m = 600;
+  big.n = 520;
+  big.k = 2056;
+  size_t bytes = 0;
+  if (loom_ag_gemm_workspace_bytes(&big, R, &bytes, NULL) != LOOM_SUCCESS) bytes = 64u << 20;
+  cfg.workspace_bytes = (int64_t)bytes;
+  cfg.timeout_ms = timeout_ms;
+  return cfg;
+}
+
+/* Upload rank r's inputs of case cs, call k. */
+static int upload(rank_ctx *c, int cs, int k, const shape_t *s, loom_dtype_t dt, float *tmp, void *packed) {
+  size_t es = 0;
+  loom_dtype_size(dt, &es);
+  CUDA_T(cudaSetDevice(c->device));
+  gen_matrix(tmp, (size_t)s->m * s->k, cs, k, c->rank, 0, dt);
+  ref_pack_array(packed, tmp, (size_t)s->m * s->k, (int)dt);
+  CUDA_T(cudaMemcpy(c->a[k], packed, (size_t)s->m * s->k * es, cudaMemcpyHostToDevice));
+  if (k == 0) {
+    gen_matrix(tmp, (size_t)s->n * s->k, cs, 0, c->rank, 1, dt);
+    ref_pack_array(packed, tmp, (size_t)s->n * s->k, (int)dt);
+    CUDA_T(cudaMemcpy(c->b, packed, (size_t)s->n * s->k * es, cudaMemcpyHostToDevice));
+  }
+  return 0;
+}
+
+static loom_gemm_args_t args_of(const rank_ctx *c, int k, const shape_t *s, loom_dtype_t dt, int act) {
+  loom_gemm_args_t a = LOOM_GEMM_ARGS_INIT;
+  a.dtype = dt;
+  a.m = s->m;
+  a.n = s->n;
+  a.k = s->k;
+  a.a = c->a[k];
+  a.b = c->b;
+  a.c = c->c[k];
+  a.activation = act;
+  return a;
+}
+
+/* Rank c->rank's output of case cs (its A from call `data_call`, in buffer
+ * c->c[k]) against the reference; one CHECK. worst: the largest row error. */
+static int verify(const rank_ctx *c, int R, int cs, int data_call, int k, const shape_t *s, loom_dtype_t dt,
+                  int act, const char *what, double *worst) {
+  size_t es = 0;
+  loom_dtype_size(dt, &es);
+  const int M = R * s->m, n = s->n, K = s->k;
+  float *out = malloc((size_t)M * n * sizeof(float));
+  void *raw = malloc((size_t)M * n * es);
+  float *A = malloc((size_t)s->m * K * sizeof(float)), *B = malloc((size_t)n * K * sizeof(float));
+  float *ref = malloc((size_t)n * sizeof(float));
+  int rc = 0;
+  if (!out || !raw || !A || !B || !ref) {
+    CHECK(0, "host allocation failed");
+    rc = -1;
+    goto done;
+  }
+  if (cudaSetDevice(c->device) != cudaSuccess ||
+      cudaMemcpy(raw, c->c[k], (size_t)M * n * es, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    CHECK(0, "%s: rank %d: copying C back failed", what, c->rank);
+    rc = -1;
+    goto done;
+  }
+  ref_unpack_array(out, raw, (size_t)M * n, (int)dt);
+  gen_matrix(B, (size_t)n * K, cs, 0, c->rank, 1, dt);
+  const double tol = dt == LOOM_FP32 ? TOL_TF32 : TOL_16BIT;
+  double w = 0;
+  int bad_row = -1;
+  for (int src = 0; src < R; src++) {
+    gen_matrix(A, (size_t)s->m * K, cs, data_call, src, 0, dt);
+    for (int i = 0; i < s->m; i++) {
+      const float *a = A + (size_t)i * K;
+      for (int j = 0; j < n; j++) {
+        const float *b = B + (size_t)j * K;
+        double acc = 0;
+        for (int p = 0; p < K; p++) acc += (double)a[p] * (double)b[p];
+        ref[j] = (float)(act == LOOM_UNSET ? acc : ref_act(ref_act_of(act), acc));
+      }
+      const int row = src * s->m + i;
+      const double e = ref_rel_error(out + (size_t)row * n, ref, (size_t)n);
+      if (!(e <= w)) {
+        w = e;
+        if (!(e <= tol) && bad_row < 0) bad_row = row;
+      }
+    }
+  }
+  *worst = w;
+  CHECK(bad_row < 0, "%s: rank %d of %d: %dx%dx%d %s act %d call %d: row %d error %.3g > %.0e (worst %.3g)",
+        what, c->rank, R, s->m, n, K, loom_dtype_string(dt), act, k, bad_row, w, tol, w);
+  rc = bad_row < 0 ? 0 : -1;
+done:
+  free(out);
+  free(raw);
+  free(A);
+  free(B);
+  free(ref);
+  return rc;
+}
+
+static int case_allowed(int R, int si) {
+  return si < NSHAPES - 1 || R <= 2;
+}
+
+/* Every case on the nl ranks this process drives (all R, or one). */
+static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
+  float *tmp = malloc(MAX_ELEMS_A * sizeof(float) > MAX_ELEMS_B * sizeof(float) ? MAX_ELEMS_A * sizeof(float)
+                                                                                  : MAX_ELEMS_B * sizeof(float));
+  void *packed = malloc(MAX_ELEMS_A * sizeof(float));
+  int rc = 0, ncase = 0;
+  double worst_all = 0;
+  for (int si = 0; si < NSHAPES && rc == 0; si++) {
+    if (!case_allowed(R, si)) continue;
+    for (int di = 0; di < 3 && rc == 0; di++) {
+      const shape_t *s = &SHAPES[si];
+      const loom_dtype_t dt = DTYPES[di];
+      const int act = ACTS[(si + di) % 4];
+      const int id = si * 3 + di;
+      size_t es = 0;
+      loom_dtype_size(dt, &es);
+      for (int i = 0; i < nl && rc == 0; i++) {
+        for (int k = 0; k < CALLS && rc == 0; k++) rc = upload(&cs[i], id, k, s, dt, tmp, packed);
+        for (int k = 0; k < CALLS && rc == 0; k++)
+          if (cudaMemset(cs[i].c[k], 0xFF, (size_t)R * s->m * s->n * es) != cudaSuccess) rc = -1;
+        if (cudaDeviceSynchronize() != cudaSuccess) rc = -1;
+      }
+      if (rc != 0) break;
+      /* two calls back to back, no host sync between them */
+      for (int k = 0; k < CALLS; k++)
+        for (int i = 0; i < nl; i++) {
+          cudaSetDevice(cs[i].device);
+          const loom_gemm_args_t a = args_of(&cs[i], k, s, dt, act);
+          const loom_result_t r = loom_ag_gemm(cs[i].comm, &a, cs[i].stream);
+          CHECK(r == LOOM_SUCCESS, "%s: rank %d loom_ag_gemm: %s", what, cs[i].rank, loom_last_error());
+          if (r != LOOM_SUCCESS) rc = -1;
+        }
+      for (int i = 0; i < nl; i++) {
+        cudaSetDevice(cs[i].device);
+        const cudaError_t e = cudaStreamSynchronize(cs[i].stream);
+        CHECK(e == cudaSuccess, "%s: rank %d sync: %s", what, cs[i].rank, cudaGetErrorString(e));
+        if (e != cudaSuccess || check_no_async_error(cs[i].comm, cs[i].rank, what) != 0) rc = -1;
+      }
+      if (rc != 0) break;
+      for (int i = 0; i < nl; i++)
+        for (int k = 0; k < CALLS; k++) {
+          double w = 0;
+          if (verify(&cs[i], R, id, k, k, s, dt, act, what, &w) != 0) rc = -1;
+          if (w > worst_all) worst_all = w;
+        }
+      ncase++;
+    }
+  }
+  printf("  %s R=%d: %d cases x %d calls, worst row error %.3g\n", what, R, ncase, CALLS, worst_all);
+  free(tmp);
+  free(packed);
+  return rc;
+}
+
+/* One call per rank captured into a CUDA graph (one kernel node each),
+ * replayed twice with new A in between; verified after each replay. */
+static int run_graph_case(rank_ctx *cs, int R) {
+  const shape_t *s = &SHAPES[0];
+  const loom_dtype_t dt = LOOM_BF16;
+  const int id = 100;
+  cudaGraph_t graph[MAX_RANKS];
+  cudaGraphExec_t exec[MAX_RANKS];
+  float *tmp = malloc(MAX_ELEMS_A * sizeof(float));
+  void *packed = malloc(MAX_ELEMS_A * sizeof(float));
+  for (int i = 0; i < R; i++) {
+    if (upload(&cs[i], id, 0, s, dt, tmp, packed) != 0) return -1;
+    CUDA_T(cudaStreamSynchronize(cs[i].stream));
+    CUDA_T(cudaStreamBeginCapture(cs[i].stream, cudaStreamCaptureModeThreadLocal));
+    const loom_gemm_args_t a = args_of(&cs[i], 0, s, dt, LOOM_UNSET);
+    const loom_result_t r = loom_ag_gemm(cs[i].comm, &a, cs[i].stream);
+    CUDA_T(cudaStreamEndCapture(cs[i].stream, &graph[i]));
+    CHECK(r == LOOM_SUCCESS, "graph: rank %d loom_ag_gemm: %s", i, loom_last_error());
+    if (r != LOOM_SUCCESS) return -1;
+    size_t nodes = 0;
+    CUDA_T(cudaGraphGetNodes(graph[i], NULL, &nodes));
+    CHECK(nodes == 1, "graph: rank %d: %zu nodes, want 1 kernel", i, nodes);
+    CUDA_T(cudaGraphInstantiate(&exec[i], graph[i], 0));
+  }
+  int rc = 0;
+  for (int rep = 0; rep < 2 && rc == 0; rep++) {
+    for (int i = 0; i < R; i++) {
+      CUDA_T(cudaSetDevice(cs[i].device));
+      /* new A each replay: the data of "call" rep + 2 into buffer 0 */
+      gen_matrix(tmp, (size_t)s->m * s->k, id, rep + 2, cs[i].rank, 0, dt);
+      ref_pack_array(packed, tmp, (size_t)s->m * s->k, (int)dt);
+      CUDA_T(cudaMemcpy(cs[i].a[0], packed, (size_t)s->m * s->k * 2, cudaMemcpyHostToDevice));
+      CUDA_T(cudaMemset(cs[i].c[0], 0xFF, (size_t)R * s->m * s->n * 2));
+    }
+    for (int i = 0; i < R; i++) {
+      CUDA_T(cudaSetDevice(cs[i].device));
+      CUDA_T(cudaGraphLaunch(exec[i], cs[i].stream));
+    }
+    for (int i = 0; i < R; i++) {
+      CUDA_T(cudaSetDevice(cs[i].device));
+      CUDA_T(cudaStreamSynchronize(cs[i].stream));
+      if (check_no_async_error(cs[i].comm, i, "graph") != 0) rc = -1;
+    }
+    for (int i = 0; i < R && rc == 0; i++) {
+      double w = 0;
+      if (verify(&cs[i], R, id, rep + 2, 0, s, dt, LOOM_UNSET, "graph replay", &w) != 0) rc = -1;
+    }
+  }
+  for (int i = 0; i < R; i++) {
+    cudaGraphExecDestroy(exec[i]);
+    cudaGraphDestroy(graph[i]);
+  }
+  free(tmp);
+  free(packed);
+  return rc;
+}
+
+/* The last rank never calls; the others must time out naming it. */
+static int run_fault_case(rank_ctx *cs, int nl, int R) {
+  const shape_t *s = &SHAPES[0];
+  float *tmp = malloc(MAX_ELEMS_A * sizeof(float));
+  void *packed = malloc(MAX_ELEMS_A * sizeof(float));
+  int rc = 0;
+  const double t0 = now_s();
+  for (int i = 0; i < nl; i++) {
+    if (cs[i].rank == R - 1) continue;
+    if (upload(&cs[i], 200, 0, s, LOOM_BF16, tmp, packed) != 0) rc = -1;
+    const loom_gemm_args_t a = args_of(&cs[i], 0, s, LOOM_BF16, LOOM_UNSET);
+    LOOM_T(loom_ag_gemm(cs[i].comm, &a, cs[i].stream));
+  }
+  for (int i = 0; i < nl; i++) {
+    if (cs[i].rank == R - 1) continue;
+    CUDA_T(cudaSetDevice(cs[i].device));
+    CUDA_T(cudaStreamSynchronize(cs[i].stream));
+    const double dt = now_s() - t0;
+    loom_result_t ae = LOOM_SUCCESS;
+    LOOM_T(loom_comm_get_async_error(cs[i].comm, &ae));
+    char want[32];
+    snprintf(want, sizeof want, "peer %d", R - 1);
+    CHECK(ae == LOOM_TIMEOUT && strstr(loom_last_error(), want) != NULL,
+          "fault: rank %d: async error %s (%s), want LOOM_TIMEOUT naming %s", cs[i].rank,
+          loom_result_string(ae), loom_last_error(), want);
+    CHECK(dt < FAULT_TIMEOUT_MS / 1e3 + 2.0, "fault: rank %d took %.1f s", cs[i].rank, dt);
+  }
+  free(tmp);
+  free(packed);
+  return rc;
+}
+
+/* ---- one process ------------------------------------------------------------ */
+
+static int single_process(int R, int fault) {
+  rank_ctx cs[MAX_RANKS];
+  loom_comm_t comms[MAX_RANKS] = {0};
+  memset(cs, 0, sizeof cs);
+  loom_comm_config_t cfg = test_config(R, fault ? FAULT_TIMEOUT_MS : LOOM_UNSET);
+  if (ranks_world_create(g_mode, R, &cfg, comms) != 0) return -1;
+  int rc = 0;
+  for (int i = 0; i < R && rc == 0; i++) {
+    cs[i].comm = comms[i];
+    cs[i].rank = i;
+    cs[i].device = ranks_device(g_mode, i);
+    rc = ctx_setup(&cs[i], R);
+  }
+  if (rc == 0) {
+    if (fault) {
+      rc = run_fault_case(cs, R, R);
+    } else {
+      rc = run_cases(cs, R, R, g_mode == RANKS_LOOPBACK ? "loopback" : "single-process");
+      if (rc == 0) rc = run_graph_case(cs, R);
+    }
+  }
+  for (int i = 0; i < R; i++) ctx_free(&cs[i]);
+  const loom_result_t r = loom_comm_destroy_all(R, comms);
+  CHECK(r == LOOM_SUCCESS, "destroy_all: %s", loom_last_error());
+  return rc;
+}
+
+/* ---- one process per GPU ------------------------------------------------------ */
+
+static int child_rank(const ranks_child *rc, void *arg) {
+  const int rank = rc->rank, R = rc->n, fault = *(const int *)arg;
+  alarm(CHILD_DEADLINE_S);
+  ncclUniqueId id;
+  if (ranks_unique_id(rc, &id) != 0) return 1;
+  rank_ctx c;
+  memset(&c, 0, sizeof c);
+  c.rank = rank;
+  c.device = rank;
+  ncclComm_t nccl;
+  if (cudaSetDevice(rank) != cudaSuccess || ncclCommInitRank(&nccl, R, id, rank) != ncclSuccess) {
+    fprintf(stderr, "rank %d: NCCL init failed\n", rank);
+    return 1;
+  }
+  loom_comm_config_t cfg = test_config(R, fault ? FAULT_TIMEOUT_MS : LOOM_UNSET);
+  loom_result_t r = loom_comm_create(nccl, &cfg, &c.comm);
+  CHECK(r == LOOM_SUCCESS, "rank %d loom_comm_create: %s", rank, loom_last_error());
+  if (r == LOOM_SUCCESS && ctx_setup(&c, R) == 0) {
+    if (fault)
+      run_fault_case(&c, 1, R);
+    else
+      run_cases(&c, 1, R, "multi-process");
+  }
+  ctx_free(&c);
+  r = loom_comm_destroy(c.comm);
+  CHECK(r == LOOM_SUCCESS, "rank %d destroy: %s", rank, loom_last_error());
+  ncclCommDestroy(nccl);
+  char name[64];
+  snprintf(name, sizeof name, PROG " multi rank %d/%d%s", rank, R, fault ? " fault" : "");
+  return check_summary(name);
+}
+
+int main(int argc, char **argv) {
+  setenv("NCCL_NVLS_ENABLE", "0", 0);
+  if (ranks_mode_parse(argc, argv, PROG, "", &g_mode) != 0) return RANKS_USAGE_EXIT;
+  char name[64];
+  snprintf(name, sizeof name, "%s %s", PROG, RANKS_MODE_NAMES[g_mode]);
+  alarm(3 * CHILD_DEADLINE_S); /* a hang becomes a failure, never a stall */
+  const int ngpu = ranks_mode_gpu_count(g_mode);
+  if (ngpu == 0) {
+    CHECK_SKIP("no GPU visible");
+    return check_summary(name);
+  }
+  printf("%s: %d GPUs visible, seed 0x%llx\n", name, ngpu, (unsigned long long)SEED);
+  const int sizes[] = {1, 2, 4, 8};
+  for (int i = g_mode == RANKS_LOOPBACK ? 1 : 0; i < 4; i++) {
+    const int R = sizes[i];
+    if (!ranks_world_fits(g_mode, R, ngpu)) {
+      CHECK_SKIP("%d GPUs needed, %d visible", R, ngpu);
+      continue;
+    }
+    for (int fault = 0; fault <= (R > 1); fault++) {
+      const double t = now_s();
+      if (g_mode == RANKS_MULTI)
+        ranks_run(R, child_rank, &fault, fault ? "fault" : "cases");
+      else
+        single_process(R, fault);
+      printf("  R=%d %s done in %.1f s (%d failed so far)\n", R, fault ? "fault" : "cases", now_s() - t,
+             check_failed_);
+      fflush(stdout);
+    }
+  }
+  return check_summary(name);
+}
