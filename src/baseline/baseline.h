@@ -49,6 +49,21 @@ loom_result_t loom_baseline_forward(loom_baseline_t b, const void *x, int64_t nu
 int64_t loom_baseline_bytes_remote(loom_baseline_t b);
 loom_result_t loom_baseline_destroy(loom_baseline_t b);
 
+/* All-gather + GEMM the bulk-synchronous way (collective.c), the baseline
+ * of `loom ag-gemm`: ncclAllGather of every rank's A [m x k] into one
+ * [R*m x k] buffer, then one cublasGemmEx, C = A_all B^T (B [n x k], the
+ * nn.Linear layout; fp32 on TF32 tensor cores), then the activation
+ * kernel, if any (act: loom_activation_t or LOOM_UNSET). Same arguments
+ * as loom_ag_gemm. `nccl` is borrowed; the current device must be its
+ * device; max_m: the largest m of a forward. */
+typedef struct loom_ag_baseline *loom_ag_baseline_t;
+loom_result_t loom_ag_baseline_create(ncclComm_t nccl, loom_dtype_t dtype, int64_t max_m,
+                                      int64_t k, loom_ag_baseline_t *out);
+/* Collective; enqueued on `stream`, no host synchronisation. */
+loom_result_t loom_ag_baseline_forward(loom_ag_baseline_t b, const loom_gemm_args_t *args,
+                                       cudaStream_t stream);
+loom_result_t loom_ag_baseline_destroy(loom_ag_baseline_t b);
+
 #ifdef __cplusplus
 }
 #endif

@@ -105,8 +105,10 @@ static int parse_moe_option(const char *a, const char *v, cli_options *o) {
     return 0;
   }
   if (strcmp(a, "--act") == 0) {
-    if ((i = cli_parse_name(v, cli_act_names, CLI_NUM_ACTS)) < 0) return -1;
+    if (strcmp(v, "none") == 0) i = CLI_ACT_NONE;
+    else if ((i = cli_parse_name(v, cli_act_names, CLI_NUM_ACTS)) < 0) return -1;
     o->act = i;
+    o->act_given = 1;
     return 0;
   }
   if (strcmp(a, "--weights") == 0) {
@@ -215,7 +217,7 @@ int cli_parse(int argc, char **argv, cli_options *o, char *err, size_t errlen) {
     else if (strcmp(a, "--flush-l2") == 0)
       snprintf(err, errlen, "bad value '%s' for %s (0 or 1)", v, a);
     else if (strcmp(a, "--act") == 0)
-      snprintf(err, errlen, "bad value '%s' for %s (relu, gelu, silu or swiglu)", v, a);
+      snprintf(err, errlen, "bad value '%s' for %s (none, relu, gelu, silu or swiglu)", v, a);
     else if (strcmp(a, "--weights") == 0)
       snprintf(err, errlen, "bad value '%s' for %s (out-in or in-out)", v, a);
     else

@@ -32,6 +32,7 @@ int cli_parse_name(const char *s, const char *const *names, int n);
 #define CLI_NUM_WEIGHT_LAYOUTS 2
 extern const char *const cli_dtype_names[CLI_NUM_DTYPES]; /* fp32 bf16 fp16 */
 extern const char *const cli_act_names[CLI_NUM_ACTS];     /* relu gelu silu swiglu */
+#define CLI_ACT_NONE (-1) /* --act none: the collective GEMMs' plain epilogue (= LOOM_UNSET) */
 extern const char *const cli_weights_names[CLI_NUM_WEIGHT_LAYOUTS]; /* out-in in-out */
 
 /* Bounds of the `moe` options (the library checks the finer rules, e.g.
@@ -55,7 +56,8 @@ typedef struct {
   int64_t experts;     /* --experts E (all GPUs together) */
   int64_t topk;        /* --topk K */
   int dtype;           /* --dtype: index into cli_dtype_names */
-  int act;             /* --act: index into cli_act_names */
+  int act;             /* --act: index into cli_act_names, or CLI_ACT_NONE ("none") */
+  int act_given;       /* --act was on the command line (ag-gemm's default is none) */
   int weights;         /* --weights: index into cli_weights_names */
   int check_tokens;    /* --check-tokens N: tokens per GPU verified */
   const char *json;    /* --json FILE: also write the results there, or NULL */

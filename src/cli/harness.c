@@ -14,7 +14,7 @@
 
 #include "reference/reference.h"
 
-#define GEN_ROWS 256 /* rows of x generated and uploaded at a time */
+#define GEN_ROWS CLI_X_CHUNK_ROWS /* rows of x generated and uploaded at a time */
 #define REF_TOKENS_PER_TASK 2
 #define MAX_THREADS 256
 #define MAX_FIELDS 16             /* JSON header fields of an operator */
@@ -237,6 +237,11 @@ void cli_sample_rows(int T, int n, int *rows) {
   for (int s = 0; s < n; s++) rows[s] = n == 1 ? 0 : (int)((int64_t)s * (T - 1) / (n - 1));
 }
 
+void cli_x_chunk(const cli_bench *b, int gpu, int t0, int n, float *out) {
+  cli_fill_random(out, (size_t)n * (size_t)b->in_cols, 1.0f, CLI_RNG_X, gpu,
+                  ((uint64_t)b->T << 32) | (uint64_t)t0, b->dtype);
+}
+
 /* GPU d's x for this token count, GEN_ROWS rows at a time, and its
  * --rotate copies; keeps the sampled rows. */
 static int upload_inputs(cli_bench *b, int d) {
@@ -248,8 +253,7 @@ static int upload_inputs(cli_bench *b, int d) {
   if (rows == NULL || stage == NULL || cudaSetDevice(d) != cudaSuccess) goto out;
   for (int t0 = 0; t0 < b->T; t0 += GEN_ROWS) {
     const int n = b->T - t0 < GEN_ROWS ? b->T - t0 : GEN_ROWS;
-    cli_fill_random(rows, (size_t)n * H, 1.0f, CLI_RNG_X, d,
-                    ((uint64_t)b->T << 32) | (uint64_t)t0, b->dtype);
+    cli_x_chunk(b, d, t0, n, rows);
     for (; next < b->nsample && b->sample[next] < t0 + n; next++)
       memcpy(g->xs + (size_t)next * H, rows + (size_t)(b->sample[next] - t0) * H,
              H * sizeof(float));
@@ -366,6 +370,7 @@ static int verify(cli_bench *b) {
   for (int d = 0; d < b->ngpu; d++) rc |= download(b, d);
   if (rc != 0) return -1;
   if (!b->ref_done) {
+    if (b->op->reference_prepare != NULL && b->op->reference_prepare(b) != 0) return -1;
     const int per_gpu = (b->nsample + REF_TOKENS_PER_TASK - 1) / REF_TOKENS_PER_TASK;
     if (cli_run_tasks(per_gpu * b->ngpu, b->nthreads, ref_task, b) != 0) {
       fprintf(stderr, "%s: the CPU reference failed\n", b->who);

@@ -144,6 +144,9 @@ struct cli_op {
   int (*forward)(cli_bench *b, int d, const void *x, int verified);
   /* Optional, after a verified forward: copy what check reads to the host. */
   int (*download)(cli_bench *b, int d);
+  /* Optional: once per token count, before the reference tasks (what
+   * every GPU's reference shares, e.g. other GPUs' rows of x). */
+  int (*reference_prepare)(cli_bench *b);
   /* Reference of sampled rows s0 .. s0+n of GPU d from g[d].xs into
    * g[d].yref (and the op's own outputs); on a CPU thread. */
   int (*reference)(cli_bench *b, int d, int s0, int n);
@@ -176,6 +179,14 @@ int cli_bench_main(const cli_options *o, const cli_op *op);
  * salt), rounded to dtype t. */
 void cli_fill_random(float *dst, size_t n, float scale, int kind, int64_t index, uint64_t salt,
                      loom_dtype_t t);
+
+/* x is generated CLI_X_CHUNK_ROWS rows at a time: rows [t0, t0 + n) of GPU
+ * gpu's x at the current token count (t0 a multiple of CLI_X_CHUNK_ROWS, n
+ * up to it, ending at most at b->T) into out [n x in_cols], as uploaded
+ * (rounded to --dtype). For an operator whose reference reads other GPUs'
+ * rows. */
+#define CLI_X_CHUNK_ROWS 256
+void cli_x_chunk(const cli_bench *b, int gpu, int t0, int n, float *out);
 
 /* Run fn(ctx, 0..n) on up to `threads` threads (the caller is one of them).
  * Returns -1 if any call did. */

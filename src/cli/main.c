@@ -16,6 +16,10 @@ static void usage(FILE *f) {
           "  moe      the MoE layer forward on the GPUs, fused and the NCCL + cuBLAS\n"
           "           baseline: verify a sample of tokens of each against the CPU\n"
           "           reference, then time both side by side\n"
+          "  ag-gemm  all-gather + GEMM (column-parallel linear): every GPU's --tokens\n"
+          "           rows x --hidden gathered and multiplied by its --ffn / GPUs weight\n"
+          "           columns, fused and NCCL all-gather + cuBLAS, verified, then timed\n"
+          "           (moe's options; --act none (default), relu, gelu or silu)\n"
           "  help     this text\n"
           "\n"
           "options:\n"
@@ -34,7 +38,7 @@ static void usage(FILE *f) {
           "                       (default 32)\n"
           "  --topk K             experts per token, 1..16 (default 2)\n"
           "  --dtype D            fp32 (on TF32), bf16 or fp16 (default bf16)\n"
-          "  --act A              relu, gelu, silu or swiglu (default silu)\n"
+          "  --act A              relu, gelu, silu or swiglu (default silu; ag-gemm: none)\n"
           "  --weights L          weight layout: out-in ([out x in] row-major, PyTorch's\n"
           "                       nn.Linear.weight) or in-out (default out-in)\n"
           "  --check-tokens N     tokens per GPU verified before timing (default 64)\n"
@@ -72,6 +76,7 @@ int main(int argc, char **argv) {
   }
   if (strcmp(o.command, "info") == 0) return cli_info(&o);
   if (strcmp(o.command, "moe") == 0) return cli_moe(&o);
+  if (strcmp(o.command, "ag-gemm") == 0) return cli_ag_gemm(&o);
   fprintf(stderr, "loom: unknown command '%s'\n", o.command);
   usage(stderr);
   return 2;

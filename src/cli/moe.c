@@ -110,6 +110,11 @@ static moe_state *state_of(const cli_bench *b) { return (moe_state *)b->state; }
 static int moe_plan(cli_bench *b, loom_comm_config_t *cc) {
   moe_state *m = state_of(b);
   const cli_options *o = b->o;
+  if (o->act == CLI_ACT_NONE) {
+    fprintf(stderr, "%s: --act none: the MoE layer's experts need an activation (relu, gelu, silu "
+            "or swiglu)\n", b->who);
+    return -1;
+  }
   m->act = (loom_activation_t)o->act;
   m->layout = (loom_weight_layout_t)o->weights;
   m->H = o->hidden;

@@ -230,6 +230,82 @@ static void test_exchange_args(void) {
 }
 
 
+/* ---- all-gather + GEMM: workspace and argument validation --------------- */
+
+static loom_gemm_args_t good_gemm(void) {
+  loom_gemm_args_t a = LOOM_GEMM_ARGS_INIT;
+  a.dtype = LOOM_BF16;
+  a.m = 300;
+  a.n = 264;
+  a.k = 1032;
+  /* far-apart fake device addresses: validation never dereferences them */
+  a.a = (const void *)0x10000000;
+  a.b = (const void *)0x20000000;
+  a.c = (void *)0x40000000;
+  return a;
+}
+
+static void test_ag_gemm_args(void) {
+  loom_gemm_args_t a = good_gemm();
+  size_t b = 0;
+  int slots = 0;
+  CHECK(a.struct_size == sizeof(loom_gemm_args_t) && a.version == LOOM_API_VERSION &&
+            a.activation == LOOM_UNSET,
+        "LOOM_GEMM_ARGS_INIT");
+  /* 4 ranks x 300 x 1032 bf16 = 619200 bytes each, rounded to 256 */
+  CHECK(loom_ag_gemm_workspace_bytes(&a, 4, &b, &slots) == LOOM_SUCCESS && b == 4 * 619264u &&
+            slots == 3 + 2,
+        "ag workspace: 4 x 619264 bytes, 3 row blocks + 2 slots (got %zu, %d)", b, slots);
+  a.dtype = LOOM_FP32;
+  CHECK(loom_ag_gemm_workspace_bytes(&a, 1, &b, NULL) == LOOM_SUCCESS && b == 1238528u,
+        "ag workspace fp32 (got %zu)", b);
+  EXPECT_BAD(loom_ag_gemm_workspace_bytes(NULL, 2, &b, NULL), "args");
+  EXPECT_BAD(loom_ag_gemm_workspace_bytes(&a, 2, NULL, NULL), "bytes");
+  EXPECT_BAD(loom_ag_gemm_workspace_bytes(&a, 0, &b, NULL), "ranks");
+  EXPECT_BAD(loom_ag_gemm_workspace_bytes(&a, 9, &b, NULL), "ranks");
+  const struct {
+    int field;
+    int64_t v;
+    const char *msg;
+  } bad[] = {{0, 4, "struct_size"}, {1, 9, "version"}, {2, 7, "dtype"},   {3, 0, "m, n, k"},
+             {4, 100, "multiples of 8"}, {5, 1028, "multiples of 8"},     {6, LOOM_ACT_SWIGLU, "activation"},
+             {3, (int64_t)1 << 31, "2^31"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    a = good_gemm();
+    switch (bad[i].field) {
+    case 0: a.struct_size = (size_t)bad[i].v; break;
+    case 1: a.version = (int)bad[i].v; break;
+    case 2: a.dtype = (loom_dtype_t)bad[i].v; break;
+    case 3: a.m = bad[i].v; break;
+    case 4: a.n = bad[i].v; break;
+    case 5: a.k = bad[i].v; break;
+    case 6: a.activation = (int)bad[i].v; break;
+    }
+    EXPECT_BAD(loom_ag_gemm_workspace_bytes(&a, 2, &b, NULL), bad[i].msg);
+  }
+
+  loom_fault_record rec;
+  struct loom_comm c = fake_comm(&rec, 2);
+  c.config.workspace_bytes = 64 << 20;
+  a = good_gemm();
+  EXPECT_BAD(loom_ag_gemm(NULL, &a, 0), "comm");
+  EXPECT_BAD(loom_ag_gemm(&c, NULL, 0), "args");
+  a.b = NULL;
+  EXPECT_BAD(loom_ag_gemm(&c, &a, 0), "must not be NULL");
+  a = good_gemm();
+  a.c = (void *)0x40000008;
+  EXPECT_BAD(loom_ag_gemm(&c, &a, 0), "16-byte aligned");
+  a = good_gemm();
+  a.c = (void *)((const char *)a.a + 4096); /* C [2*300 x 264] runs over A */
+  EXPECT_BAD(loom_ag_gemm(&c, &a, 0), "overlaps");
+  a = good_gemm();
+  c.config.workspace_bytes = 1 << 20;
+  EXPECT_BAD(loom_ag_gemm(&c, &a, 0), "workspace");
+  c.config.workspace_bytes = 64 << 20;
+  c.config.signal_slots = 4;
+  EXPECT_BAD(loom_ag_gemm(&c, &a, 0), "signal slots");
+}
+
 /* ---- MoE layer: config, create, weights and forward validation ---------- */
 
 static loom_moe_config_t good_moe(void) {
@@ -455,6 +531,7 @@ int main(void) {
   test_comm_create_args();
   test_comm_queries_and_async();
   test_exchange_args();
+  test_ag_gemm_args();
   test_moe_config();
   test_moe_weight_layout();
   test_moe_set_trace();

@@ -47,6 +47,11 @@ static void test_moe_options(void) {
     CHECK(parse(&o, err, 6, n) == 0 && o.dtype == i && o.act == i, "dtype %s act %s", names[i][0],
           names[i][1]);
   }
+  CHECK(parse(&o, err, 2, d) == 0 && !o.act_given, "--act not given");
+  const char *none[] = {"loom", "ag-gemm", "--act", "none"};
+  CHECK(parse(&o, err, 4, none) == 0 && o.act == CLI_ACT_NONE && o.act_given &&
+            strcmp(o.command, "ag-gemm") == 0,
+        "--act none (the collective GEMMs' plain epilogue): %s", err);
   const char *one[] = {"loom", "moe", "--tokens", "0"};
   CHECK(parse(&o, err, 4, one) == 0 && o.ntokens == 1 && o.tokens[0] == 0, "zero tokens allowed");
   CHECK(cli_parse_name("bf16", cli_dtype_names, CLI_NUM_DTYPES) == 1, "name lookup");
