@@ -19,8 +19,9 @@
  *
  * Parameters travel in the kernel parameter (__grid_constant__): the group
  * table and its tensor maps there need no device memory, no copy before the
- * launch and nothing to keep alive for a CUDA graph. Each block copies the
- * engine's hop_params to shared memory and points it at them.
+ * launch and nothing to keep alive for a CUDA graph. The engine's
+ * hop_params inside it reaches them by offsets from its own address
+ * (hop_params.maps_const).
  */
 #include <cuda_runtime.h>
 
@@ -28,18 +29,20 @@
 #include "../tile/hopper_host.cuh"
 #include "ops.h"
 
-/* Shapes per dtype: ping-pong 128 x 128 for 16-bit inputs, v1 128 x 256 for
- * TF32 (the engine's fastest per dtype, docs/tile.md). Both 128 rows per
- * task: one readiness flag per LOOM_AG_BLOCK_ROWS rows. */
-template <int DT> struct ag_cfg { typedef hop_pp<DT> cfg; };
-template <> struct ag_cfg<HOP_TF32> { typedef hop_pp<HOP_TF32> cfg; };
+/* The tile: 128 x 256, both consumer warpgroups on one tile, one wgmma
+ * batch in flight (hop_large_w1), every dtype. On 1x H200 at K = 8192 and
+ * 16384 it beat the ping-pong 128 x 128 tile by 12-15% (bf16) and 6% (TF32)
+ * (docs/collective_gemm.md "Measured"). 128 rows per task: one readiness
+ * flag per LOOM_AG_BLOCK_ROWS rows. */
+template <int DT> struct ag_cfg { typedef hop_large_w1<DT> cfg; };
+static_assert(hop_large_w1<HOP_BF16>::TM == LOOM_AG_BLOCK_ROWS, "one flag per task row block");
 
 /* The side role's named barrier (its 96 threads). */
 #define AG_BAR_PUSH HOP_BAR_SIDE_FIRST
 #define AG_PUSH_THREADS 96
 
 struct ag_kparams {
-  hop_params hp;                            /* group_maps, groups: set per block */
+  hop_params hp;                            /* group_maps, groups: offsets to maps, groups */
   CUtensorMap maps[2 * LOOM_AG_MAX_RANKS];  /* (A_g, B) per group */
   hop_group groups[LOOM_AG_MAX_RANKS];
   loom_dev_comm c;
@@ -188,29 +191,23 @@ static __device__ __forceinline__ int ag_diagnose(const ag_kparams &p, const hop
 template <class CFG, int ACT, int OUT>
 __global__ void __launch_bounds__(CFG::threads, 1) ag_gemm_kernel(const __grid_constant__ ag_kparams P) {
   extern __shared__ uint8_t ag_smem_raw[];
-  __shared__ hop_params hp;
   __shared__ ag_side_state st;
   const uint64_t epoch = loom_kernel_begin(P.c);
   if (loom_block_aborted(P.c)) { /* a peer failed since our last call */
     loom_kernel_end(P.c, epoch);
     return;
   }
-  static_assert(sizeof(hop_params) % 4 == 0, "copied as words");
-  for (unsigned i = threadIdx.x; i < sizeof(hop_params) / 4; i += blockDim.x)
-    ((uint32_t *)&hp)[i] = ((const uint32_t *)&P.hp)[i];
-  __syncthreads();
   if (threadIdx.x == 0) {
-    hp.group_maps = P.maps; /* kernel-parameter addresses (hp.maps_const) */
-    hp.groups = P.groups;
     st.failed = 0;
     st.ok = 1;
   }
   __syncthreads();
-  hop_gemm_run<CFG, ACT, OUT, ag_side>(hp, ag_smem_raw, (uint32_t)epoch, ag_side{&P, epoch, &st});
-  __syncthreads(); /* every warp at the entry budget again (side role active) */
+  /* P.hp.groups / group_maps: offsets to P.groups / P.maps (maps_const) */
+  hop_gemm_run<CFG, ACT, OUT, ag_side>(P.hp, ag_smem_raw, (uint32_t)epoch, ag_side{&P, epoch, &st});
+  __syncthreads(); /* consumers at 232 registers, the producer warpgroup at 40: light code only (hop_gemm_run) */
   if (threadIdx.x == 0) {
     loom_wait_fail f;
-    if (ag_diagnose(P, hp, &st, epoch, &f)) loom_wait_settle(P.c, f);
+    if (ag_diagnose(P, P.hp, &st, epoch, &f)) loom_wait_settle(P.c, f);
   }
   loom_kernel_end(P.c, epoch);
 }
@@ -247,7 +244,9 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_ag_args *a, cuda
   hp->split_k = 1;
   hp->kb_per_split = hp->nkb;
   hp->store16 = ((uintptr_t)a->c & 15) == 0 && a->n % 8 == 0;
-  hp->maps_const = 1;
+  hp->maps_const = 1; /* offsets from &kp.hp, which the kernel reads in place */
+  hp->group_maps = (const CUtensorMap *)(uintptr_t)(offsetof(ag_kparams, maps) - offsetof(ag_kparams, hp));
+  hp->groups = (const hop_group *)(uintptr_t)(offsetof(ag_kparams, groups) - offsetof(ag_kparams, hp));
   const size_t stride = loom_ag_stride(a->m, a->k, es);
   for (int g = 0; g < R; g++) {
     const int s = (r + g) % R;

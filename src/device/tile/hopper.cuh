@@ -88,11 +88,9 @@ enum hop_act {
  * consumer WGs; ping-pong order barriers HOP_BAR_ORDER + wg. */
 #define HOP_BAR_SPLITK 1
 #define HOP_BAR_ORDER 2
-/* 2 + wg for ping-pong WG 0, 1; with a side role (hop_gemm_run) the
- * producer warpgroup meets on HOP_BAR_PRODUCER_WG before its registers
- * grow back, and the side role may use HOP_BAR_SIDE_FIRST and above */
-#define HOP_BAR_PRODUCER_WG 4
-#define HOP_BAR_SIDE_FIRST 5
+/* 2 + wg for ping-pong WG 0, 1; a side role (hop_gemm_run) may use
+ * HOP_BAR_SIDE_FIRST and above */
+#define HOP_BAR_SIDE_FIRST 4
 
 /* Consumer schedule of a configuration (see the file comment). */
 enum hop_mainloop { HOP_ML_V1 = 0, HOP_ML_COOP = 1, HOP_ML_PINGPONG = 2 };
@@ -275,11 +273,26 @@ struct hop_params {
   int32_t store16;               /* 1: every output row starts 16-byte aligned (C and ldc, or the
                                     caller's promise for row_ptr): 16-bit outputs are written 16
                                     bytes per lane (hop_epilogue); 0: column pairs */
-  int32_t maps_const;            /* 1: group_maps point into the kernel parameter (an operator's
-                                    __grid_constant__ struct, never written): no tensormap fence
-                                    (that fence is only defined on global memory); 0: the host
-                                    wrote them to global memory */
+  int32_t maps_const;            /* 1: group_maps and groups are byte offsets from this struct's
+                                    own address, into the operator's __grid_constant__ kernel
+                                    parameter that holds it (hop_group_table, hop_group_maps):
+                                    never written, so no tensormap fence (that fence is only
+                                    defined on global memory); 0: pointers to global memory
+                                    the host wrote */
 };
+
+/* The launch's group table and group maps (see hop_params.maps_const): a
+ * pointer, or an offset from &p. Branch-free: the base is &p masked by
+ * maps_const. */
+static __device__ __forceinline__ uintptr_t hop_param_base(const hop_params &p) {
+  return (uintptr_t)&p & (uintptr_t)0 - (uintptr_t)(p.maps_const != 0);
+}
+static __device__ __forceinline__ const hop_group *hop_group_table(const hop_params &p) {
+  return (const hop_group *)(hop_param_base(p) + (uintptr_t)p.groups);
+}
+static __device__ __forceinline__ const CUtensorMap *hop_group_maps(const hop_params &p) {
+  return (const CUtensorMap *)(hop_param_base(p) + (uintptr_t)p.group_maps);
+}
 
 /* Device groups: the task table a block builds in shared memory at
  * hop_cfg::dg_offset before the roles start (hop_dg_build), int32 words:
@@ -430,8 +443,9 @@ static __device__ __forceinline__ int hop_sched_next(hop_sched *s, const hop_par
     t->row_base = tb[2 * p.num_groups + 1 + s->group];
     t->desc = 0;
   } else {
-    while (s->group + 1 < p.num_groups && tile >= p.groups[s->group + 1].tile_begin) s->group++;
-    const hop_group *g = &p.groups[s->group];
+    const hop_group *groups = hop_group_table(p);
+    while (s->group + 1 < p.num_groups && tile >= groups[s->group + 1].tile_begin) s->group++;
+    const hop_group *g = &groups[s->group];
     tile_begin = g->tile_begin;
     rows = g->rows;
     t->row_base = 0;
@@ -608,7 +622,7 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
   while (hop_sched_next<CFG>(&sc, p, &t)) {
     const CUtensorMap *ma = &p.a, *mb = &p.b;
     if (p.group_maps) {
-      ma = p.group_maps + 2 * t.group;
+      ma = hop_group_maps(p) + 2 * t.group;
       mb = ma + 1;
       if (!p.maps_const && fenced_group != t.group) { /* written by the host: acquire them once */
         ptx_fence_tensormap_acquire(ma);
@@ -616,7 +630,7 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
         fenced_group = t.group;
       }
     }
-    const hop_group *g = &p.groups[t.desc];
+    const hop_group *g = &hop_group_table(p)[t.desc];
     const uint32_t *ready = g->ready;
     /* a phantom m-block (clusters, odd m-tile count) has no counter and no
      * rows: skipped without an error; flag 2 tells the consumers */
@@ -922,10 +936,14 @@ struct hop_no_side {
  *               not use __syncthreads or the named barriers the engine's
  *               roles use; HOP_BAR_SIDE_FIRST and above are theirs). It
  *               runs alongside the GEMM: the operator's communication role.
- *               With a side role every warp returns at CFG::entry_regs (the
- *               producer warpgroup meets first), so the operator may go on
- *               with block-wide code; without one the warps return at their
- *               role's budget and the kernel must end. */
+ * Every warp returns at its role's register budget (consumers
+ * CFG::consumer_regs, the producer warpgroup CFG::producer_regs). An
+ * operator may go on with block-wide code (a __syncthreads first): ptxas
+ * fits code that warps of both budgets reach into the smaller one (the
+ * all-gather GEMM's epilogue code and the fault routines it calls use at
+ * most 34 registers). Giving the budgets back instead (consumers dec to
+ * entry_regs, producers inc) made ptxas hold the consumers' whole region to
+ * the entry budget: 1-2.5 KB of spills in the mainloop and epilogue. */
 template <class CFG, int ACT, int OUT, class SIDE = hop_no_side>
 static __device__ __forceinline__ void hop_gemm_run(const hop_params &p, uint8_t *smem_raw,
                                                     uint32_t ready_bias, const SIDE &side) {
@@ -957,15 +975,9 @@ static __device__ __forceinline__ void hop_gemm_run(const hop_params &p, uint8_t
     } else if (SIDE::active) {
       side(warp_in_wg - 1);
     }
-    if (SIDE::active) { /* the operator goes on after this: whole WG back to the entry budget */
-      __syncwarp();
-      ptx_named_bar_sync(HOP_BAR_PRODUCER_WG, 128);
-      ptx_setmaxnreg_inc<CFG::entry_regs>();
-    }
   } else { /* consumer warpgroups 0 .. consumer_wgs-1 */
     ptx_setmaxnreg_inc<CFG::consumer_regs>();
     hop_consumer<CFG, ACT, OUT>(p, sm, wg);
-    if (SIDE::active) ptx_setmaxnreg_dec<CFG::entry_regs>();
   }
   /* clusters: stay until the peer is done with this CTA: its consumers
    * arrive on this CTA's empty barriers up to their last stage (this CTA's

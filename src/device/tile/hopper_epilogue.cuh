@@ -118,7 +118,7 @@ static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_
                                                     const hop_task &t, int row_off, int col_off) {
   typedef typename hop_out_type<OUT>::T T;
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
-  const hop_group *g = &p.groups[t.desc];
+  const hop_group *g = &hop_group_table(p)[t.desc];
   void *const *row_ptr = g->row_ptr;
   const float *row_scale = g->row_scale;
   T *const c = (T *)g->c;
