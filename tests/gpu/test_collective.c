@@ -14,7 +14,8 @@
  * ||c_row - ref_row|| / ||ref_row|| within TOL_16BIT (bf16/fp16) or TOL_TF32
  * (fp32 storage, TF32 math). Shapes put m, n and k off the tiles (m not a
  * multiple of 128, n not of the tile width, k not of the 64-wide k-block)
- * and include m = 1.
+ * and include m = 1. Cases alternate the kernel's two tiles (LOOM_AG_TILE
+ * = narrow, wide: 128 x 128 ping-pong, 128 x 256 cooperative).
  * One process: a CUDA graph of one call per rank, replayed with new A.
  * Fault: on 2+ ranks the last rank never calls; every other rank must
  * report LOOM_TIMEOUT naming it (or LOOM_PEER_ERROR carrying another
@@ -233,6 +234,9 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
         if (cudaDeviceSynchronize() != cudaSuccess) rc = -1;
       }
       if (rc != 0) break;
+      /* both of the kernel's tiles, case by case (the automatic choice
+       * takes the 128 x 128 one for every shape here) */
+      setenv("LOOM_AG_TILE", id % 2 ? "wide" : "narrow", 1);
       /* two calls back to back, no host sync between them */
       for (int k = 0; k < CALLS; k++)
         for (int i = 0; i < nl; i++) {
@@ -258,6 +262,7 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
       ncase++;
     }
   }
+  unsetenv("LOOM_AG_TILE");
   printf("  %s R=%d: %d cases x %d calls, worst row error %.3g\n", what, R, ncase, CALLS, worst_all);
   free(tmp);
   free(packed);

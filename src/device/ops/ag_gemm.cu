@@ -29,13 +29,17 @@
 #include "../tile/hopper_host.cuh"
 #include "ops.h"
 
-/* The tile: 128 x 256, both consumer warpgroups on one tile, one wgmma
- * batch in flight (hop_large_w1), every dtype. On 1x H200 at K = 8192 and
- * 16384 it beat the ping-pong 128 x 128 tile by 12-15% (bf16) and 6% (TF32)
- * (docs/collective_gemm.md "Measured"). 128 rows per task: one readiness
- * flag per LOOM_AG_BLOCK_ROWS rows. */
-template <int DT> struct ag_cfg { typedef hop_large_w1<DT> cfg; };
-static_assert(hop_large_w1<HOP_BF16>::TM == LOOM_AG_BLOCK_ROWS, "one flag per task row block");
+/* The tiles, every dtype: 128 x 256 with both consumer warpgroups on one
+ * tile and one wgmma batch in flight (hop_large_w1), unless that gives
+ * fewer tiles than the grid has blocks; then the ping-pong 128 x 128 tile
+ * (twice the tiles). On 1x H200 (docs/collective_gemm.md "Measured") the
+ * wide tile beat ping-pong by 12-15% (bf16, K = 8192 and 16384) and 6%
+ * (TF32); at M = K = 4096, N = 256 (32 wide tiles on 132 SMs) it lost 29%.
+ * Both 128 rows per task: one readiness flag per LOOM_AG_BLOCK_ROWS rows. */
+template <int DT> struct ag_wide { typedef hop_large_w1<DT> cfg; };
+template <int DT> struct ag_narrow { typedef hop_pp<DT> cfg; };
+static_assert(hop_large_w1<HOP_BF16>::TM == LOOM_AG_BLOCK_ROWS && hop_pp<HOP_BF16>::TM == LOOM_AG_BLOCK_ROWS,
+              "one flag per task row block");
 
 /* The side role's named barrier (its 96 threads). */
 #define AG_BAR_PUSH HOP_BAR_SIDE_FIRST
@@ -300,9 +304,8 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_ag_args *a, cuda
   return cudaLaunchKernelEx(&cfg, ag_gemm_kernel<CFG, ACT, OUT>, kp);
 }
 
-template <int DT, int OUT>
+template <class CFG, int OUT>
 static cudaError_t ag_launch_act(const loom_dev_comm *c, const loom_ag_args *a, cudaStream_t stream) {
-  typedef typename ag_cfg<DT>::cfg CFG;
   switch (a->act) {
   case LOOM_ACT_RELU: return ag_launch<CFG, HOP_ACT_RELU, OUT>(c, a, stream);
   case LOOM_ACT_GELU: return ag_launch<CFG, HOP_ACT_GELU_ERF, OUT>(c, a, stream);
@@ -312,12 +315,25 @@ static cudaError_t ag_launch_act(const loom_dev_comm *c, const loom_ag_args *a, 
   }
 }
 
+template <int DT, int OUT>
+static cudaError_t ag_launch_dt(const loom_dev_comm *c, const loom_ag_args *a, cudaStream_t stream) {
+  typedef typename ag_wide<DT>::cfg W;
+  const int64_t wide_tiles = (int64_t)c->nranks * ((a->m + W::BM - 1) / W::BM) * ((a->n + W::BN - 1) / W::BN);
+  int narrow = wide_tiles < c->sms;
+  /* LOOM_AG_TILE=wide|narrow forces a tile (tests cover both; diagnostics) */
+  const char *force = getenv("LOOM_AG_TILE");
+  if (force && !strcmp(force, "wide")) narrow = 0;
+  if (force && !strcmp(force, "narrow")) narrow = 1;
+  if (narrow) return ag_launch_act<typename ag_narrow<DT>::cfg, OUT>(c, a, stream);
+  return ag_launch_act<W, OUT>(c, a, stream);
+}
+
 extern "C" cudaError_t loom_launch_ag_gemm(const loom_dev_comm *c, const loom_ag_args *a,
                                            cudaStream_t stream) {
   switch (a->dtype) {
-  case LOOM_BF16: return ag_launch_act<HOP_BF16, HOP_OUT_BF16>(c, a, stream);
-  case LOOM_FP16: return ag_launch_act<HOP_FP16, HOP_OUT_FP16>(c, a, stream);
-  case LOOM_FP32: return ag_launch_act<HOP_TF32, HOP_OUT_FP32>(c, a, stream);
+  case LOOM_BF16: return ag_launch_dt<HOP_BF16, HOP_OUT_BF16>(c, a, stream);
+  case LOOM_FP16: return ag_launch_dt<HOP_FP16, HOP_OUT_FP16>(c, a, stream);
+  case LOOM_FP32: return ag_launch_dt<HOP_TF32, HOP_OUT_FP32>(c, a, stream);
   default: return cudaErrorInvalidValue;
   }
 }
