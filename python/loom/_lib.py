@@ -229,6 +229,28 @@ class MoeTraceInfoC(ctypes.Structure):
     ]
 
 
+class GemmArgsC(ctypes.Structure):
+    """loom_gemm_args_t (the collective GEMMs; new at LOOM_API_VERSION 2):
+    device pointers as integers (0 = NULL)."""
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("version", c_int),
+        ("dtype", c_int),
+        ("m", c_int64),
+        ("n", c_int64),
+        ("k", c_int64),
+        ("a", c_void_p),
+        ("b", c_void_p),
+        ("c", c_void_p),
+        ("activation", c_int),
+    ]
+
+
+def gemm_args_init() -> GemmArgsC:
+    """LOOM_GEMM_ARGS_INIT (dtype bf16, activation none)."""
+    return GemmArgsC(ctypes.sizeof(GemmArgsC), API_VERSION, 1, 0, 0, 0, None, None, None, UNSET)
+
+
 # ---- prototypes --------------------------------------------------------------------
 
 _res = c_int  # loom_result_t
@@ -252,6 +274,9 @@ _PROTOTYPES = {
     "loom_comm_nccl": (_res, [_handle, POINTER(_handle)]),
     "loom_exchange_workspace_bytes": (_res, [c_int, c_int, c_size_t, POINTER(c_size_t)]),
     "loom_exchange": (_res, [_handle, c_int, c_void_p, c_void_p, c_size_t, _handle]),
+    "loom_ag_gemm_workspace_bytes": (_res, [POINTER(GemmArgsC), c_int, POINTER(c_size_t),
+                                            POINTER(c_int)]),
+    "loom_ag_gemm": (_res, [_handle, POINTER(GemmArgsC), _handle]),
     "loom_moe_workspace_bytes": (_res, [POINTER(MoeConfigC), c_int, POINTER(c_size_t),
                                         POINTER(c_int)]),
     "loom_moe_workspace_describe": (_res, [POINTER(MoeConfigC), c_int, c_char_p, c_size_t]),

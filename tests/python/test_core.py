@@ -201,6 +201,22 @@ class TestConfigs(unittest.TestCase):
         self.assertEqual(ctypes.sizeof(_lib.MoeTraceInfoC), 40)
         self.assertEqual(ctypes.sizeof(_lib.MoeArgsC), 64)
         self.assertEqual(ctypes.sizeof(_lib.MoeStatsC), (2 * 64 + 3 + 5) * 8)
+        self.assertEqual(ctypes.sizeof(_lib.GemmArgsC), 72)
+
+    def test_ag_gemm_workspace(self):
+        # pure host arithmetic in libloom (no GPU): every rank's 300 x 1032
+        # bf16 rows rounded to 256 bytes, one slot per 128 rows + 2
+        a = _lib.gemm_args_init()
+        self.assertEqual((a.struct_size, a.version, a.activation), (72, _lib.API_VERSION, -1))
+        a.m, a.n, a.k = 300, 264, 1032
+        b, s = ctypes.c_size_t(), ctypes.c_int()
+        self.assertEqual(_lib.lib.loom_ag_gemm_workspace_bytes(ctypes.byref(a), 4, ctypes.byref(b),
+                                                               ctypes.byref(s)), Result.SUCCESS)
+        self.assertEqual((b.value, s.value), (4 * 619264, 5))
+        a.k = 1028
+        self.assertEqual(_lib.lib.loom_ag_gemm_workspace_bytes(ctypes.byref(a), 4, ctypes.byref(b),
+                                                               None), Result.INVALID_ARGUMENT)
+        self.assertIn("multiples of 8", loom.last_error())
 
     def test_init_macros(self):
         c = _lib.moe_config_init()
