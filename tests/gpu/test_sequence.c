@@ -14,7 +14,7 @@
  *                                                ranks on device 0
  *
  * The sequence (default SEQ_DEFAULT_CALLS calls; every rank builds the same
- * one from the seed) mixes five operators:
+ * one from the seed) mixes six operators:
  *   r  loom_exchange ring        bytes per peer from BPP_LIST (up to 6 MiB)
  *   a  loom_exchange all-to-all  same sizes, per peer
  *   A  MoE layer A   bf16, H 256, F 512, E = 4R, top_k 2, swiglu
@@ -22,7 +22,10 @@
  *                    normalize_top_k 0
  *   C  MoE layer C   fp32 (TF32), H 192, F 128, E = 2R, top_k min(3, E),
  *                    gelu, capacity_factor 1.25 (drops; top_k > E/R)
- * Its first 26 calls are a de Bruijn sequence over the five operators (in a
+ *   g  loom_ag_gemm      bf16, m drawn in [1, AG_MAX_M] per call (the same
+ *                        on every rank), n AG_N, k AG_K, no activation or
+ *                        ReLU
+ * Its first 37 calls are a de Bruijn sequence over the six operators (in a
  * seed-dependent order), so every ordered pair of operators, a pair of the
  * same operator included, occurs back to back at least once; the rest are
  * drawn at random. Each MoE call draws per rank its token count in [0,
@@ -45,7 +48,10 @@
  *     y rows must be finite (so written), the guard row still poison;
  *     routing out equals the caller's routing, or ref_moe_gate's ids for
  *     the fused gate (weights within TOL_WEIGHTS); stats rows add up to
- *     tokens * top_k.
+ *     tokens * top_k;
+ *   - every all-gather GEMM is run again in isolation too, and its C
+ *     (R m rows) must be bitwise equal to the back-to-back run's, finite,
+ *     with the guard row past it still poison.
  *
  * A watchdog (alarm) names the step in progress and ends the process when
  * one takes longer than STEP_DEADLINE_S; every wait in the test is bounded.
@@ -108,9 +114,16 @@ static rng_t rng_make(uint64_t key, int kind, int index) {
 
 /* ---- layers ----------------------------------------------------------------------------------- */
 
-enum { OP_RING, OP_A2A, OP_MOE_A, OP_MOE_B, OP_MOE_C, NUM_OPS };
+enum { OP_RING, OP_A2A, OP_MOE_A, OP_MOE_B, OP_MOE_C, OP_AG, NUM_OPS };
 #define NUM_LAYERS 3
-static const char OP_LETTER[NUM_OPS] = {'r', 'a', 'A', 'B', 'C'};
+static const char OP_LETTER[NUM_OPS] = {'r', 'a', 'A', 'B', 'C', 'g'};
+static int is_exchange(int op) { return op == OP_RING || op == OP_A2A; }
+static int is_moe(int op) { return op >= OP_MOE_A && op <= OP_MOE_C; }
+
+/* The all-gather GEMM's calls: bf16, C = act([A_0; ...] B_r^T) */
+#define AG_MAX_M 384
+#define AG_N 264
+#define AG_K 520
 
 typedef struct {
   int dtype, act, H, F, experts_per_rank, k, Tmax, normalize;
@@ -147,6 +160,7 @@ typedef struct {
   int caller[MAX_RANKS];      /* caller routing (else the fused gate) */
   int outs[MAX_RANKS];        /* expert_ids_out, weights_out, stats */
   int null_io[MAX_RANKS];     /* 0 tokens passed as x = y = NULL */
+  int ag_m, ag_act;           /* all-gather GEMM: rows per rank, activation */
 } seq_call;
 
 /* de Bruijn sequence B(k, 2) (Fredricksen-Kessler-Maiorana), cyclic,
@@ -189,8 +203,13 @@ static void gen_sequence(int R, int ncalls, seq_call *calls) {
     seq_call *c = &calls[i];
     memset(c, 0, sizeof *c);
     c->op = i < ndb ? perm[db[i]] : rng_int(&g, NUM_OPS);
-    if (c->op == OP_RING || c->op == OP_A2A) {
+    if (is_exchange(c->op)) {
       c->bpp = BPP_LIST[rng_int(&g, (int)NUM_BPP)];
+      continue;
+    }
+    if (c->op == OP_AG) {
+      c->ag_m = 1 + rng_int(&g, AG_MAX_M);
+      c->ag_act = rng_int(&g, 2) ? LOOM_UNSET : LOOM_ACT_RELU;
       continue;
     }
     const int Tmax = LAYERS[c->op - OP_MOE_A].Tmax;
@@ -263,7 +282,8 @@ static void gen_routing(int l, int R, int call, int rank, int T, int32_t *ids, f
 /* One call's buffers on one rank. */
 typedef struct {
   void *send, *recv;             /* exchange; recv has GUARD_BYTES past the data */
-  void *x, *y, *y_iso;           /* MoE: x [max(T,1) rows]; y, y_iso [T + 1 rows] */
+  void *x, *y, *y_iso;           /* MoE: x [max(T,1) rows]; y, y_iso [T + 1 rows];
+                                    all-gather GEMM: A [m x AG_K], C [R m + 1 rows x AG_N] */
   int32_t *ids_in, *ids_out, *ids_iso;
   float *wts_in, *wts_out, *wts_iso;
   loom_moe_stats_t *stats, *stats_iso;
@@ -275,6 +295,7 @@ typedef struct {
   cudaStream_t stream;
   loom_moe_t moe[NUM_LAYERS];
   void *gate_w[NUM_LAYERS], *w1[NUM_LAYERS], *w2[NUM_LAYERS];
+  void *ag_b;      /* the all-gather GEMM's weights [AG_N x AG_K], bf16 */
   call_bufs *bufs; /* [ncalls] */
 } rank_ctx;
 
@@ -336,6 +357,13 @@ static int comm_config(int R, loom_comm_config_t *out) {
   if (b > bytes) bytes = b;
   LOOM_T(loom_exchange_workspace_bytes(LOOM_EXCHANGE_ALLTOALL, R, MAX_BPP, &b));
   if (b > bytes) bytes = b;
+  loom_gemm_args_t ag = LOOM_GEMM_ARGS_INIT;
+  ag.m = AG_MAX_M;
+  ag.n = AG_N;
+  ag.k = AG_K;
+  LOOM_T(loom_ag_gemm_workspace_bytes(&ag, R, &b, &s));
+  if (b > bytes) bytes = b;
+  if (s > slots) slots = s;
   loom_comm_config_t c = LOOM_COMM_CONFIG_INIT;
   c.workspace_bytes = (int64_t)bytes;
   c.signal_slots = slots;
@@ -381,6 +409,20 @@ static int ctx_setup(world_t *w, rank_ctx *rc) {
     LOOM_T(loom_moe_create(rc->comm, &c, &rc->moe[l]));
     LOOM_T(loom_moe_set_weights(rc->moe[l], rc->gate_w[l], rc->w1[l], rc->w2[l]));
   }
+  {
+    float *wb = malloc((size_t)AG_N * AG_K * 4);
+    int ok = wb != NULL;
+    CHECK(ok, "host allocation");
+    if (ok) {
+      rng_t r = rng_make(layer_key(NUM_LAYERS, R), KIND_W1, rc->rank);
+      for (size_t e = 0; e < (size_t)AG_N * AG_K; e++) wb[e] = (float)(rng_sym(&r) * sqrt(3.0 / AG_K));
+      ok = cudaMalloc(&rc->ag_b, (size_t)AG_N * AG_K * 2) == cudaSuccess &&
+           upload(rc->ag_b, wb, (size_t)AG_N * AG_K, LOOM_BF16) == 0;
+      CHECK(ok, "rank %d: all-gather GEMM weights", rc->rank);
+    }
+    free(wb);
+    if (!ok) return -1;
+  }
   rc->bufs = calloc((size_t)w->ncalls, sizeof *rc->bufs);
   unsigned char *host = malloc((size_t)R * MAX_BPP);
   CHECK(rc->bufs != NULL && host != NULL, "host allocation");
@@ -392,6 +434,22 @@ static int ctx_setup(world_t *w, rank_ctx *rc) {
   for (int i = 0; i < w->ncalls && ok; i++) {
     const seq_call *c = &w->calls[i];
     call_bufs *b = &rc->bufs[i];
+    if (c->op == OP_AG) {
+      const size_t m = (size_t)c->ag_m, cbytes = ((size_t)R * m + 1) * AG_N * 2;
+      float *a = malloc(m * AG_K * 4);
+      ok = a != NULL;
+      CHECK(ok, "host allocation");
+      if (ok) {
+        rng_t r = rng_make(layer_key(NUM_LAYERS, R), KIND_X, i * MAX_RANKS + rc->rank);
+        for (size_t e = 0; e < m * AG_K; e++) a[e] = (float)rng_sym(&r);
+        ok = cudaMalloc(&b->x, m * AG_K * 2) == cudaSuccess && upload(b->x, a, m * AG_K, LOOM_BF16) == 0 &&
+             cudaMalloc(&b->y, cbytes) == cudaSuccess && cudaMalloc(&b->y_iso, cbytes) == cudaSuccess &&
+             cudaMemset(b->y, 0xFF, cbytes) == cudaSuccess && cudaMemset(b->y_iso, 0xFF, cbytes) == cudaSuccess;
+        CHECK(ok, "rank %d: buffers of call %d", rc->rank, i);
+      }
+      free(a);
+      continue;
+    }
     if (c->op == OP_RING || c->op == OP_A2A) {
       const int ring = c->op == OP_RING, n = ring ? 1 : R;
       for (int d = 0; d < n; d++)
@@ -463,6 +521,8 @@ static void ctx_free(world_t *w, rank_ctx *rc) {
     if (rc->w1[l]) cudaFree(rc->w1[l]);
     if (rc->w2[l]) cudaFree(rc->w2[l]);
   }
+  if (rc->ag_b) cudaFree(rc->ag_b);
+  rc->ag_b = NULL;
   for (int i = 0; rc->bufs && i < w->ncalls; i++) {
     call_bufs *b = &rc->bufs[i];
     void *p[] = {b->send, b->recv, b->x, b->y, b->y_iso, b->ids_in, b->ids_out, b->ids_iso,
@@ -485,6 +545,17 @@ static loom_result_t launch_call(world_t *w, rank_ctx *rc, int i, int iso) {
   if (c->op == OP_RING || c->op == OP_A2A)
     return loom_exchange(rc->comm, c->op == OP_RING ? LOOM_EXCHANGE_RING : LOOM_EXCHANGE_ALLTOALL,
                          b->send, b->recv, c->bpp, rc->stream);
+  if (c->op == OP_AG) {
+    loom_gemm_args_t a = LOOM_GEMM_ARGS_INIT;
+    a.m = c->ag_m;
+    a.n = AG_N;
+    a.k = AG_K;
+    a.a = b->x;
+    a.b = rc->ag_b;
+    a.c = iso ? b->y_iso : b->y;
+    a.activation = c->ag_act;
+    return loom_ag_gemm(rc->comm, &a, rc->stream);
+  }
   const int r = rc->rank;
   loom_moe_args_t a;
   memset(&a, 0, sizeof a);
@@ -655,6 +726,45 @@ static int verify_moe(world_t *w, rank_ctx *rc, int i) {
   return ok ? 0 : -1;
 }
 
+/* An all-gather GEMM call: C bitwise equal to the isolated rerun's, every
+ * element finite (written), the guard row past the R m rows still poison. */
+static int verify_ag(world_t *w, rank_ctx *rc, int i) {
+  const seq_call *c = &w->calls[i];
+  const int R = w->R, r = rc->rank;
+  const size_t rows = (size_t)R * (size_t)c->ag_m, row = (size_t)AG_N * 2, bytes = (rows + 1) * row;
+  char desc[160];
+  snprintf(desc, sizeof desc, "R=%d call %d (all-gather GEMM, m=%d, act %d) rank %d seed=0x%" PRIx64, R,
+           i, c->ag_m, c->ag_act, r, g_seed);
+  unsigned char *y = malloc(bytes), *yi = malloc(bytes);
+  float *yf = malloc(rows * AG_N * 4);
+  int ok = y && yi && yf;
+  CHECK(ok, "host allocation");
+  if (ok) {
+    CUDA_T(cudaSetDevice(rc->device));
+    CUDA_T(cudaMemcpy(y, rc->bufs[i].y, bytes, cudaMemcpyDeviceToHost));
+    CUDA_T(cudaMemcpy(yi, rc->bufs[i].y_iso, bytes, cudaMemcpyDeviceToHost));
+    size_t diff = 0, first = 0;
+    for (size_t t = 0; t < rows; t++)
+      if (memcmp(y + t * row, yi + t * row, row) != 0 && diff++ == 0) first = t;
+    CHECK(diff == 0, "%s: %zu of %zu C rows differ from the isolated run (first row %zu): calls interfere",
+          desc, diff, rows, first);
+    const size_t guard = AG_N - count_poison(y + rows * row, AG_N, 2);
+    const size_t guard_iso = AG_N - count_poison(yi + rows * row, AG_N, 2);
+    CHECK(guard == 0 && guard_iso == 0, "%s: %zu (back to back) / %zu (isolated) elements written past C",
+          desc, guard, guard_iso);
+    ref_unpack_array(yf, y, rows * AG_N, LOOM_BF16);
+    size_t nonfinite = 0;
+    for (size_t e = 0; e < rows * AG_N; e++) nonfinite += !isfinite(yf[e]);
+    CHECK(nonfinite == 0, "%s: %zu of %zu C elements not finite (unwritten or garbage)", desc, nonfinite,
+          rows * AG_N);
+    ok = diff == 0 && guard == 0 && guard_iso == 0 && nonfinite == 0;
+  }
+  free(y);
+  free(yi);
+  free(yf);
+  return ok ? 0 : -1;
+}
+
 static ranks_mode g_mode = RANKS_SINGLE; /* argv[1] */
 
 /* ---- one world size ----------------------------------------------------------------------------- */
@@ -666,8 +776,8 @@ static void print_sequence(const world_t *w) {
     putchar(OP_LETTER[w->calls[i].op]);
     count[w->calls[i].op]++;
   }
-  printf("\n  (r ring %d, a all-to-all %d, A %d, B %d, C %d)\n", count[OP_RING], count[OP_A2A],
-         count[OP_MOE_A], count[OP_MOE_B], count[OP_MOE_C]);
+  printf("\n  (r ring %d, a all-to-all %d, A %d, B %d, C %d, g all-gather GEMM %d)\n", count[OP_RING],
+         count[OP_A2A], count[OP_MOE_A], count[OP_MOE_B], count[OP_MOE_C], count[OP_AG]);
   fflush(stdout);
 }
 
@@ -691,7 +801,7 @@ static int run_world(world_t *w) {
   watchdog(STEP_DEADLINE_S, "R=%d: verifying the exchanges", R);
   unsigned char *got = malloc((size_t)R * MAX_BPP + GUARD_BYTES), *want = malloc((size_t)R * MAX_BPP);
   CHECK(got && want, "host allocation");
-  int bad = 0, nx = 0, nm = 0;
+  int bad = 0, nx = 0, nm = 0, ng = 0;
   for (int i = 0; i < w->ncalls && got && want; i++) {
     if (w->calls[i].op != OP_RING && w->calls[i].op != OP_A2A) continue;
     nx++;
@@ -700,10 +810,11 @@ static int run_world(world_t *w) {
   free(got);
   free(want);
 
-  /* each MoE call again, isolated: launch, drain, meet */
+  /* each MoE and all-gather GEMM call again, isolated: launch, drain, meet */
   for (int i = 0; i < w->ncalls; i++) {
-    if (w->calls[i].op == OP_RING || w->calls[i].op == OP_A2A) continue;
-    nm++;
+    if (is_exchange(w->calls[i].op)) continue;
+    nm += is_moe(w->calls[i].op);
+    ng += w->calls[i].op == OP_AG;
     watchdog(STEP_DEADLINE_S, "R=%d: call %d (%c) isolated", R, i, OP_LETTER[w->calls[i].op]);
     for (int j = 0; j < w->nlocal; j++) {
       rank_ctx *rc = &w->cs[j];
@@ -716,15 +827,16 @@ static int run_world(world_t *w) {
     if (wait_streams(w, "isolated call") != 0 || world_barrier(w, "isolated call") != 0) return -1;
   }
   if (check_no_async(w, "isolated calls") != 0) return -1;
-  watchdog(STEP_DEADLINE_S, "R=%d: comparing the MoE calls", R);
+  watchdog(STEP_DEADLINE_S, "R=%d: comparing the MoE and all-gather GEMM calls", R);
   for (int i = 0; i < w->ncalls; i++) {
-    if (w->calls[i].op == OP_RING || w->calls[i].op == OP_A2A) continue;
-    for (int j = 0; j < w->nlocal; j++) bad |= verify_moe(w, &w->cs[j], i) != 0;
+    if (is_exchange(w->calls[i].op)) continue;
+    for (int j = 0; j < w->nlocal; j++)
+      bad |= (is_moe(w->calls[i].op) ? verify_moe(w, &w->cs[j], i) : verify_ag(w, &w->cs[j], i)) != 0;
   }
   if (w->cs[0].rank == 0)
-    printf("  R=%d: %d exchanges checked against the payload, %d MoE calls against isolated "
-           "reruns: %s\n",
-           R, nx, nm, bad ? "MISMATCHES (see above)" : "all results match");
+    printf("  R=%d: %d exchanges checked against the payload, %d MoE and %d all-gather GEMM calls "
+           "against isolated reruns: %s\n",
+           R, nx, nm, ng, bad ? "MISMATCHES (see above)" : "all results match");
   fflush(stdout);
   return 0;
 }
