@@ -287,8 +287,9 @@ loom_result_t loom_exchange(loom_comm_t comm, loom_exchange_t pattern,
 
 /* ------------------------------------------------------------------------
  * Fused collective GEMMs (tensor-parallel linear layers), each one
- * persistent kernel per GPU that moves its operand over NVLink tile by
- * tile while it multiplies (docs/collective_gemm.md).
+ * persistent kernel per GPU that moves its operand (all-gather) or its
+ * partial products (reduce-scatter) over NVLink tile by tile while it
+ * multiplies (docs/collective_gemm.md).
  *
  * Layouts (row-major, dtype = args.dtype, fp32 accumulation; fp32 runs
  * TF32 tensor-core math, as cuBLAS's TF32 mode):
@@ -340,6 +341,25 @@ loom_result_t loom_ag_gemm_workspace_bytes(const loom_gemm_args_t *args, int nra
  * loom_comm_get_async_error then says LOOM_TIMEOUT (the rows it owed are
  * not written). Bad arguments: LOOM_INVALID_ARGUMENT, nothing launched. */
 loom_result_t loom_ag_gemm(loom_comm_t comm, const loom_gemm_args_t *args,
+                           cudaStream_t stream);
+
+/* GEMM + reduce-scatter (the row-parallel linear layer), same struct:
+ *   a  [m x k]             this rank's activations (every output row's)
+ *   b  [n x k]             this rank's weights (nn.Linear layout)
+ *   c  [m/nranks x n]      this rank's rows of the sum
+ * Rank r gets rows [r m/R, (r+1) m/R) of act(sum over ranks s of a_s b_s^T).
+ * Each rank's partial tiles go from the GEMM's epilogue straight to their
+ * owner, who sums the nranks partials of a tile in rank order in fp32 (one
+ * rounding of each partial to dtype on the way, one of the sum: bitwise
+ * deterministic), then applies the activation. m must be a multiple of
+ * nranks; otherwise the rules of loom_ag_gemm.
+ *   bytes        [out] nranks * (m/nranks) * n * element size, each part
+ *                      rounded up to 256 bytes.
+ *   signal_slots [out] one per 128 x 128 tile of the m/nranks x n output,
+ *                      plus the two reserved. */
+loom_result_t loom_gemm_rs_workspace_bytes(const loom_gemm_args_t *args, int nranks,
+                                           size_t *bytes, int *signal_slots);
+loom_result_t loom_gemm_rs(loom_comm_t comm, const loom_gemm_args_t *args,
                            cudaStream_t stream);
 
 /* ------------------------------------------------------------------------

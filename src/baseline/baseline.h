@@ -64,6 +64,17 @@ loom_result_t loom_ag_baseline_forward(loom_ag_baseline_t b, const loom_gemm_arg
                                        cudaStream_t stream);
 loom_result_t loom_ag_baseline_destroy(loom_ag_baseline_t b);
 
+/* GEMM + reduce-scatter the bulk-synchronous way (collective.c), the
+ * baseline of `loom gemm-rs`: one cublasGemmEx of the partial [m x n] in
+ * dtype, ncclReduceScatter (sum) of its rows to their owners, then the
+ * activation kernel, if any. Same arguments as loom_gemm_rs. */
+typedef struct loom_rs_baseline *loom_rs_baseline_t;
+loom_result_t loom_rs_baseline_create(ncclComm_t nccl, loom_dtype_t dtype, int64_t max_m,
+                                      int64_t n, loom_rs_baseline_t *out);
+loom_result_t loom_rs_baseline_forward(loom_rs_baseline_t b, const loom_gemm_args_t *args,
+                                       cudaStream_t stream);
+loom_result_t loom_rs_baseline_destroy(loom_rs_baseline_t b);
+
 #ifdef __cplusplus
 }
 #endif

@@ -20,6 +20,10 @@ static void usage(FILE *f) {
           "           rows x --hidden gathered and multiplied by its --ffn / GPUs weight\n"
           "           columns, fused and NCCL all-gather + cuBLAS, verified, then timed\n"
           "           (moe's options; --act none (default), relu, gelu or silu)\n"
+          "  gemm-rs  GEMM + reduce-scatter (row-parallel linear): every GPU's --tokens\n"
+          "           rows x (--ffn / GPUs) times its --hidden x (--ffn / GPUs) weights,\n"
+          "           summed over the GPUs, each getting --tokens / GPUs rows; the same\n"
+          "           way beside cuBLAS + NCCL reduce-scatter\n"
           "  help     this text\n"
           "\n"
           "options:\n"
@@ -77,6 +81,7 @@ int main(int argc, char **argv) {
   if (strcmp(o.command, "info") == 0) return cli_info(&o);
   if (strcmp(o.command, "moe") == 0) return cli_moe(&o);
   if (strcmp(o.command, "ag-gemm") == 0) return cli_ag_gemm(&o);
+  if (strcmp(o.command, "gemm-rs") == 0) return cli_gemm_rs(&o);
   fprintf(stderr, "loom: unknown command '%s'\n", o.command);
   usage(stderr);
   return 2;

@@ -95,6 +95,7 @@ static const char *op_name(int op) {
   case LOOM_OP_PUT_BENCH: return "put-bench";
   case LOOM_OP_MOE: return "moe forward";
   case LOOM_OP_AG_GEMM: return "all-gather gemm";
+  case LOOM_OP_GEMM_RS: return "gemm reduce-scatter";
   }
   return "unknown operator";
 }
@@ -267,6 +268,8 @@ devcomm:
   if (c->window_base != NULL) ncclMemFree(c->window_base);
   if (c->ctrl != NULL) cudaFree(c->ctrl);
   if (c->op_counters != NULL) cudaFree(c->op_counters);
+  free(c->peer_base);
+  c->peer_base = NULL;
   if (c->fault_host != NULL) cudaFreeHost(c->fault_host);
   if (c->owns_nccl && c->nccl != NULL) ncclCommDestroy(c->nccl);
   c->window_base = NULL;
@@ -295,6 +298,19 @@ static loom_result_t comm_alloc_control(struct loom_comm *c) {
                            cudaHostAllocMapped));
   memset((void *)c->fault_host, 0, sizeof(loom_fault_record));
   CUDA_CHECK(cudaHostGetDevicePointer((void **)&c->fault_dev, (void *)c->fault_host, 0));
+fail:
+  return res;
+}
+
+/* Every rank's window base as this GPU addresses it, for launches that name
+ * peer memory in their parameters (the collective GEMMs' epilogues). After
+ * the window exists; on failure what was allocated stays in c. */
+static loom_result_t comm_query_peer_bases(struct loom_comm *c) {
+  loom_result_t res = LOOM_SUCCESS;
+  c->peer_base = (void **)calloc((size_t)c->nranks, sizeof(void *));
+  if (c->peer_base == NULL)
+    return loom_set_error(LOOM_OUT_OF_MEMORY, "loom_comm_create: host allocation failed");
+  CUDA_CHECK(loom_window_peer_bases(c->window, c->nranks, c->peer_base));
 fail:
   return res;
 }
@@ -397,6 +413,7 @@ static loom_result_t comm_create(ncclComm_t nccl, const loom_resolved_config *cf
   CUDA_CHECK(cudaDeviceSynchronize());
   NCCL_CHECK(ncclCommWindowRegister(nccl, c->window_base, c->layout.total_bytes, &c->window,
                                     NCCL_WIN_COLL_SYMMETRIC));
+  if ((res = comm_query_peer_bases(c)) != LOOM_SUCCESS) goto fail;
   c->owns_nccl = owns_nccl;
   c->magic = LOOM_COMM_MAGIC;
   *out = c;
@@ -585,6 +602,7 @@ loom_result_t loom_comm_create_loopback(int nranks, const loom_comm_config_t *co
     c->window_base = loom_loopback_base(lb, r);
     c->window = loom_loopback_window(lb, r);
     if ((res = comm_alloc_control(c)) != LOOM_SUCCESS) goto fail;
+    if ((res = comm_query_peer_bases(c)) != LOOM_SUCCESS) goto fail;
     c->magic = LOOM_COMM_MAGIC;
   }
   CUDA_CHECK(cudaDeviceSynchronize());

@@ -59,6 +59,8 @@ struct loom_comm {
   ncclWindow_t window;
   void *devcomm;             /* ncclDevComm, owned by transport.cu */
   loom_ctrl *ctrl;           /* device memory */
+  void **peer_base;          /* host array [nranks]: each rank's window base as this
+                                GPU addresses it (loom_window_peer_bases) */
   uint32_t *op_counters;     /* device memory, [nranks][signal_slots], zero between
                                 calls: operators' own arrival counters (the
                                 collective GEMMs' per-destination row blocks) */

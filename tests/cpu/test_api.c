@@ -304,6 +304,30 @@ static void test_ag_gemm_args(void) {
   c.config.workspace_bytes = 64 << 20;
   c.config.signal_slots = 4;
   EXPECT_BAD(loom_ag_gemm(&c, &a, 0), "signal slots");
+
+  /* GEMM + reduce-scatter: m = 300 rows over 2 ranks, 150 each */
+  a = good_gemm();
+  CHECK(loom_gemm_rs_workspace_bytes(&a, 2, &b, &slots) == LOOM_SUCCESS && b == 2 * 79360u &&
+            slots == 2 * 3 + 2,
+        "rs workspace: 2 x (150 x 264 bf16 = 79200, rounded to 256), 2 x 3 tiles + 2 slots (got %zu, %d)",
+        b, slots);
+  EXPECT_BAD(loom_gemm_rs_workspace_bytes(&a, 8, &b, NULL), "multiple of the 8 ranks");
+  a.n = 100;
+  EXPECT_BAD(loom_gemm_rs_workspace_bytes(&a, 2, &b, NULL), "multiples of 8");
+  a = good_gemm();
+  c.config.signal_slots = 64;
+  EXPECT_BAD(loom_gemm_rs(NULL, &a, 0), "comm");
+  a.m = 301;
+  EXPECT_BAD(loom_gemm_rs(&c, &a, 0), "multiple of the 2 ranks");
+  a = good_gemm();
+  a.c = (void *)((const char *)a.b + 64); /* C [150 x 264] runs over B */
+  EXPECT_BAD(loom_gemm_rs(&c, &a, 0), "overlaps");
+  a = good_gemm();
+  c.config.workspace_bytes = 100000;
+  EXPECT_BAD(loom_gemm_rs(&c, &a, 0), "workspace");
+  c.config.workspace_bytes = 64 << 20;
+  c.config.signal_slots = 7;
+  EXPECT_BAD(loom_gemm_rs(&c, &a, 0), "signal slots");
 }
 
 /* ---- MoE layer: config, create, weights and forward validation ---------- */

@@ -1,12 +1,12 @@
 /*
- * GPU tests of the fused collective GEMMs (loom_ag_gemm) on 1, 2, 4 and 8
- * ranks, skipping sizes the machine lacks:
+ * GPU tests of the fused collective GEMMs (loom_ag_gemm, loom_gemm_rs) on
+ * 1, 2, 4 and 8 ranks, skipping sizes the machine lacks:
  *
  *   test_collective single    one process drives every GPU
  *   test_collective multi     one process per GPU
  *   test_collective loopback  one process, 2, 4 and 8 ranks on device 0
  *
- * Each case (shape x dtype x activation): every rank's A and B fresh
+ * Each case (operator x shape x dtype x activation): every rank's A and B fresh
  * random (a pure function of seed, case, call and rank, so any process can
  * compute the reference of any rank), C poisoned with NaN, two calls back to
  * back without a host sync (different A, different C), then every row of
@@ -17,7 +17,9 @@
  * and include m = 1. Cases alternate the kernel's two tiles (LOOM_AG_TILE
  * = narrow, wide: 128 x 128 ping-pong, 128 x 256 cooperative).
  * One process: a CUDA graph of one call per rank, replayed with new A.
- * Fault: on 2+ ranks the last rank never calls; every other rank must
+ * All-gather: shape (m, n, k) = this rank's rows; reduce-scatter: every
+ * rank's A has R m rows and C gets m of the sum.
+ * Fault (each operator): on 2+ ranks the last rank never calls; every other rank must
  * report LOOM_TIMEOUT naming it (or LOOM_PEER_ERROR carrying another
  * rank's such timeout), within timeout + 2 s, and the
  * communicators must still be destroyed.
@@ -49,12 +51,14 @@ static const uint64_t SEED = 0xa11ea7e4ull;
 typedef struct {
   int m, n, k;
 } shape_t;
+enum { OP_AG, OP_RS, NUM_OPS };
+static const char *const OP_NAME[NUM_OPS] = {"all-gather", "reduce-scatter"};
 /* the last one only on up to 2 ranks (its CPU reference is the long one) */
 static const shape_t SHAPES[] = {{100, 136, 200}, {1, 8, 8}, {128, 256, 64}, {257, 264, 1032}, {600, 520, 2056}};
 #define NSHAPES ((int)(sizeof SHAPES / sizeof SHAPES[0]))
 static const loom_dtype_t DTYPES[] = {LOOM_BF16, LOOM_FP16, LOOM_FP32};
 static const int ACTS[] = {LOOM_UNSET, LOOM_ACT_RELU, LOOM_ACT_GELU, LOOM_ACT_SILU};
-#define MAX_ELEMS_A (600 * 2056)
+#define MAX_ELEMS_A (600 * 2056) /* per rank's share of rows */
 #define MAX_ELEMS_B (520 * 2056)
 #define MAX_ELEMS_C (8 * 600 * 520)
 
@@ -88,7 +92,7 @@ static int ctx_setup(rank_ctx *c, int R) {
   CUDA_T(cudaSetDevice(c->device));
   CUDA_T(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
   for (int k = 0; k < CALLS; k++) {
-    CUDA_T(cudaMalloc(&c->a[k], MAX_ELEMS_A * sizeof(float)));
+    CUDA_T(cudaMalloc(&c->a[k], (size_t)R * MAX_ELEMS_A * sizeof(float))); /* RS: R m rows */
     CUDA_T(cudaMalloc(&c->c[k], (size_t)R * 600 * 520 * sizeof(float)));
   }
   CUDA_T(cudaMalloc(&c->b, MAX_ELEMS_B * sizeof(float)));
@@ -112,21 +116,27 @@ static loom_comm_config_t test_config(int R, int timeout_ms) {
   big.m = 600;
   big.n = 520;
   big.k = 2056;
-  size_t bytes = 0;
+  size_t bytes = 0, rs = 0;
   if (loom_ag_gemm_workspace_bytes(&big, R, &bytes, NULL) != LOOM_SUCCESS) bytes = 64u << 20;
-  cfg.workspace_bytes = (int64_t)bytes;
+  big.m = 600 * R;
+  if (loom_gemm_rs_workspace_bytes(&big, R, &rs, NULL) != LOOM_SUCCESS) rs = 64u << 20;
+  cfg.workspace_bytes = (int64_t)(bytes > rs ? bytes : rs);
   cfg.timeout_ms = timeout_ms;
   return cfg;
 }
 
-/* Upload rank r's inputs of case cs, call k. */
-static int upload(rank_ctx *c, int cs, int k, const shape_t *s, loom_dtype_t dt, float *tmp, void *packed) {
+/* Rows of each rank's A: m (all-gather), R m (reduce-scatter). */
+static int rows_a(int op, int R, const shape_t *s) { return op == OP_RS ? R * s->m : s->m; }
+
+/* Upload rank r's inputs of case cs, call k (A of `arows` rows). */
+static int upload(rank_ctx *c, int cs, int k, const shape_t *s, int arows, loom_dtype_t dt, float *tmp,
+                  void *packed) {
   size_t es = 0;
   loom_dtype_size(dt, &es);
   CUDA_T(cudaSetDevice(c->device));
-  gen_matrix(tmp, (size_t)s->m * s->k, cs, k, c->rank, 0, dt);
-  ref_pack_array(packed, tmp, (size_t)s->m * s->k, (int)dt);
-  CUDA_T(cudaMemcpy(c->a[k], packed, (size_t)s->m * s->k * es, cudaMemcpyHostToDevice));
+  gen_matrix(tmp, (size_t)arows * s->k, cs, k, c->rank, 0, dt);
+  ref_pack_array(packed, tmp, (size_t)arows * s->k, (int)dt);
+  CUDA_T(cudaMemcpy(c->a[k], packed, (size_t)arows * s->k * es, cudaMemcpyHostToDevice));
   if (k == 0) {
     gen_matrix(tmp, (size_t)s->n * s->k, cs, 0, c->rank, 1, dt);
     ref_pack_array(packed, tmp, (size_t)s->n * s->k, (int)dt);
@@ -135,10 +145,11 @@ static int upload(rank_ctx *c, int cs, int k, const shape_t *s, loom_dtype_t dt,
   return 0;
 }
 
-static loom_gemm_args_t args_of(const rank_ctx *c, int k, const shape_t *s, loom_dtype_t dt, int act) {
+static loom_gemm_args_t args_of(const rank_ctx *c, int k, const shape_t *s, int arows, loom_dtype_t dt,
+                                int act) {
   loom_gemm_args_t a = LOOM_GEMM_ARGS_INIT;
   a.dtype = dt;
-  a.m = s->m;
+  a.m = arows;
   a.n = s->n;
   a.k = s->k;
   a.a = c->a[k];
@@ -150,17 +161,19 @@ static loom_gemm_args_t args_of(const rank_ctx *c, int k, const shape_t *s, loom
 
 /* Rank c->rank's output of case cs (its A from call `data_call`, in buffer
  * c->c[k]) against the reference; one CHECK. worst: the largest row error. */
-static int verify(const rank_ctx *c, int R, int cs, int data_call, int k, const shape_t *s, loom_dtype_t dt,
-                  int act, const char *what, double *worst) {
+static int verify(const rank_ctx *c, int op, int R, int cs, int data_call, int k, const shape_t *s,
+                  loom_dtype_t dt, int act, const char *what, double *worst) {
   size_t es = 0;
   loom_dtype_size(dt, &es);
-  const int M = R * s->m, n = s->n, K = s->k;
+  /* output rows: every rank's m (all-gather), or this rank's m of the sum */
+  const int M = op == OP_RS ? s->m : R * s->m, n = s->n, K = s->k, ar = rows_a(op, R, s);
   float *out = malloc((size_t)M * n * sizeof(float));
   void *raw = malloc((size_t)M * n * es);
-  float *A = malloc((size_t)s->m * K * sizeof(float)), *B = malloc((size_t)n * K * sizeof(float));
+  float *A = malloc((size_t)ar * K * sizeof(float)), *B = malloc((size_t)n * K * sizeof(float));
   float *ref = malloc((size_t)n * sizeof(float));
+  double *sum = malloc((size_t)M * n * sizeof(double));
   int rc = 0;
-  if (!out || !raw || !A || !B || !ref) {
+  if (!out || !raw || !A || !B || !ref || !sum) {
     CHECK(0, "host allocation failed");
     rc = -1;
     goto done;
@@ -172,11 +185,38 @@ static int verify(const rank_ctx *c, int R, int cs, int data_call, int k, const 
     goto done;
   }
   ref_unpack_array(out, raw, (size_t)M * n, (int)dt);
-  gen_matrix(B, (size_t)n * K, cs, 0, c->rank, 1, dt);
   const double tol = dt == LOOM_FP32 ? TOL_TF32 : TOL_16BIT;
   double w = 0;
   int bad_row = -1;
-  for (int src = 0; src < R; src++) {
+  if (op == OP_RS) { /* rows [rank m, (rank+1) m) of sum_s A_s B_s^T */
+    for (size_t e = 0; e < (size_t)M * n; e++) sum[e] = 0;
+    for (int src = 0; src < R; src++) {
+      gen_matrix(A, (size_t)ar * K, cs, data_call, src, 0, dt);
+      gen_matrix(B, (size_t)n * K, cs, 0, src, 1, dt);
+      for (int i = 0; i < M; i++) {
+        const float *a = A + ((size_t)c->rank * M + i) * K;
+        for (int j = 0; j < n; j++) {
+          const float *b = B + (size_t)j * K;
+          double acc = 0;
+          for (int p = 0; p < K; p++) acc += (double)a[p] * (double)b[p];
+          sum[(size_t)i * n + j] += acc;
+        }
+      }
+    }
+    for (int i = 0; i < M; i++) {
+      for (int j = 0; j < n; j++) {
+        const double v = sum[(size_t)i * n + j];
+        ref[j] = (float)(act == LOOM_UNSET ? v : ref_act(ref_act_of(act), v));
+      }
+      const double e = ref_rel_error(out + (size_t)i * n, ref, (size_t)n);
+      if (!(e <= w)) {
+        w = e;
+        if (!(e <= tol) && bad_row < 0) bad_row = i;
+      }
+    }
+  }
+  gen_matrix(B, (size_t)n * K, cs, 0, c->rank, 1, dt);
+  for (int src = 0; op == OP_AG && src < R; src++) {
     gen_matrix(A, (size_t)s->m * K, cs, data_call, src, 0, dt);
     for (int i = 0; i < s->m; i++) {
       const float *a = A + (size_t)i * K;
@@ -195,8 +235,8 @@ static int verify(const rank_ctx *c, int R, int cs, int data_call, int k, const 
     }
   }
   *worst = w;
-  CHECK(bad_row < 0, "%s: rank %d of %d: %dx%dx%d %s act %d call %d: row %d error %.3g > %.0e (worst %.3g)",
-        what, c->rank, R, s->m, n, K, loom_dtype_string(dt), act, k, bad_row, w, tol, w);
+  CHECK(bad_row < 0, "%s: %s: rank %d of %d: %dx%dx%d %s act %d call %d: row %d error %.3g > %.0e (worst %.3g)",
+        what, OP_NAME[op], c->rank, R, s->m, n, K, loom_dtype_string(dt), act, k, bad_row, w, tol, w);
   rc = bad_row < 0 ? 0 : -1;
 done:
   free(out);
@@ -204,7 +244,12 @@ done:
   free(A);
   free(B);
   free(ref);
+  free(sum);
   return rc;
+}
+
+static loom_result_t call_op(int op, loom_comm_t comm, const loom_gemm_args_t *a, cudaStream_t s) {
+  return op == OP_RS ? loom_gemm_rs(comm, a, s) : loom_ag_gemm(comm, a, s);
 }
 
 static int case_allowed(int R, int si) {
@@ -218,19 +263,21 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
   void *packed = malloc(MAX_ELEMS_A * sizeof(float));
   int rc = 0, ncase = 0;
   double worst_all = 0;
+  for (int op = 0; op < NUM_OPS && rc == 0; op++)
   for (int si = 0; si < NSHAPES && rc == 0; si++) {
     if (!case_allowed(R, si)) continue;
     for (int di = 0; di < 3 && rc == 0; di++) {
       const shape_t *s = &SHAPES[si];
       const loom_dtype_t dt = DTYPES[di];
-      const int act = ACTS[(si + di) % 4];
-      const int id = si * 3 + di;
+      const int act = ACTS[(si + di + op) % 4];
+      const int id = op * 64 + si * 3 + di, ar = rows_a(op, R, s);
+      const size_t c_elems = (size_t)(op == OP_RS ? 1 : R) * s->m * s->n;
       size_t es = 0;
       loom_dtype_size(dt, &es);
       for (int i = 0; i < nl && rc == 0; i++) {
-        for (int k = 0; k < CALLS && rc == 0; k++) rc = upload(&cs[i], id, k, s, dt, tmp, packed);
+        for (int k = 0; k < CALLS && rc == 0; k++) rc = upload(&cs[i], id, k, s, ar, dt, tmp, packed);
         for (int k = 0; k < CALLS && rc == 0; k++)
-          if (cudaMemset(cs[i].c[k], 0xFF, (size_t)R * s->m * s->n * es) != cudaSuccess) rc = -1;
+          if (cudaMemset(cs[i].c[k], 0xFF, c_elems * es) != cudaSuccess) rc = -1;
         if (cudaDeviceSynchronize() != cudaSuccess) rc = -1;
       }
       if (rc != 0) break;
@@ -241,9 +288,9 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
       for (int k = 0; k < CALLS; k++)
         for (int i = 0; i < nl; i++) {
           cudaSetDevice(cs[i].device);
-          const loom_gemm_args_t a = args_of(&cs[i], k, s, dt, act);
-          const loom_result_t r = loom_ag_gemm(cs[i].comm, &a, cs[i].stream);
-          CHECK(r == LOOM_SUCCESS, "%s: rank %d loom_ag_gemm: %s", what, cs[i].rank, loom_last_error());
+          const loom_gemm_args_t a = args_of(&cs[i], k, s, ar, dt, act);
+          const loom_result_t r = call_op(op, cs[i].comm, &a, cs[i].stream);
+          CHECK(r == LOOM_SUCCESS, "%s: rank %d %s: %s", what, cs[i].rank, OP_NAME[op], loom_last_error());
           if (r != LOOM_SUCCESS) rc = -1;
         }
       for (int i = 0; i < nl; i++) {
@@ -256,14 +303,15 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
       for (int i = 0; i < nl; i++)
         for (int k = 0; k < CALLS; k++) {
           double w = 0;
-          if (verify(&cs[i], R, id, k, k, s, dt, act, what, &w) != 0) rc = -1;
+          if (verify(&cs[i], op, R, id, k, k, s, dt, act, what, &w) != 0) rc = -1;
           if (w > worst_all) worst_all = w;
         }
       ncase++;
     }
   }
   unsetenv("LOOM_AG_TILE");
-  printf("  %s R=%d: %d cases x %d calls, worst row error %.3g\n", what, R, ncase, CALLS, worst_all);
+  printf("  %s R=%d: %d cases (both operators) x %d calls, worst row error %.3g\n", what, R, ncase, CALLS,
+         worst_all);
   free(tmp);
   free(packed);
   return rc;
@@ -280,10 +328,10 @@ static int run_graph_case(rank_ctx *cs, int R) {
   float *tmp = malloc(MAX_ELEMS_A * sizeof(float));
   void *packed = malloc(MAX_ELEMS_A * sizeof(float));
   for (int i = 0; i < R; i++) {
-    if (upload(&cs[i], id, 0, s, dt, tmp, packed) != 0) return -1;
+    if (upload(&cs[i], id, 0, s, s->m, dt, tmp, packed) != 0) return -1;
     CUDA_T(cudaStreamSynchronize(cs[i].stream));
     CUDA_T(cudaStreamBeginCapture(cs[i].stream, cudaStreamCaptureModeThreadLocal));
-    const loom_gemm_args_t a = args_of(&cs[i], 0, s, dt, LOOM_UNSET);
+    const loom_gemm_args_t a = args_of(&cs[i], 0, s, s->m, dt, LOOM_UNSET);
     const loom_result_t r = loom_ag_gemm(cs[i].comm, &a, cs[i].stream);
     CUDA_T(cudaStreamEndCapture(cs[i].stream, &graph[i]));
     CHECK(r == LOOM_SUCCESS, "graph: rank %d loom_ag_gemm: %s", i, loom_last_error());
@@ -314,7 +362,7 @@ static int run_graph_case(rank_ctx *cs, int R) {
     }
     for (int i = 0; i < R && rc == 0; i++) {
       double w = 0;
-      if (verify(&cs[i], R, id, rep + 2, 0, s, dt, LOOM_UNSET, "graph replay", &w) != 0) rc = -1;
+      if (verify(&cs[i], OP_AG, R, id, rep + 2, 0, s, dt, LOOM_UNSET, "graph replay", &w) != 0) rc = -1;
     }
   }
   for (int i = 0; i < R; i++) {
@@ -326,8 +374,8 @@ static int run_graph_case(rank_ctx *cs, int R) {
   return rc;
 }
 
-/* The last rank never calls; the others must time out naming it. */
-static int run_fault_case(rank_ctx *cs, int nl, int R) {
+/* The last rank never calls operator op; the others must time out naming it. */
+static int run_fault_case(rank_ctx *cs, int nl, int R, int op) {
   const shape_t *s = &SHAPES[0];
   float *tmp = malloc(MAX_ELEMS_A * sizeof(float));
   void *packed = malloc(MAX_ELEMS_A * sizeof(float));
@@ -335,9 +383,10 @@ static int run_fault_case(rank_ctx *cs, int nl, int R) {
   const double t0 = now_s();
   for (int i = 0; i < nl; i++) {
     if (cs[i].rank == R - 1) continue;
-    if (upload(&cs[i], 200, 0, s, LOOM_BF16, tmp, packed) != 0) rc = -1;
-    const loom_gemm_args_t a = args_of(&cs[i], 0, s, LOOM_BF16, LOOM_UNSET);
-    LOOM_T(loom_ag_gemm(cs[i].comm, &a, cs[i].stream));
+    const int ar = rows_a(op, R, s);
+    if (upload(&cs[i], 200, 0, s, ar, LOOM_BF16, tmp, packed) != 0) rc = -1;
+    const loom_gemm_args_t a = args_of(&cs[i], 0, s, ar, LOOM_BF16, LOOM_UNSET);
+    LOOM_T(call_op(op, cs[i].comm, &a, cs[i].stream));
   }
   for (int i = 0; i < nl; i++) {
     if (cs[i].rank == R - 1) continue;
@@ -350,7 +399,8 @@ static int run_fault_case(rank_ctx *cs, int nl, int R) {
     snprintf(want, sizeof want, "peer %d", R - 1);
     /* the first rank to time out stops the others: they report its fault */
     CHECK((ae == LOOM_TIMEOUT || ae == LOOM_PEER_ERROR) && strstr(loom_last_error(), want) != NULL,
-          "fault: rank %d: async error %s (%s), want LOOM_TIMEOUT (or LOOM_PEER_ERROR) naming %s", cs[i].rank,
+          "fault (%s): rank %d: async error %s (%s), want LOOM_TIMEOUT (or LOOM_PEER_ERROR) naming %s",
+          OP_NAME[op], cs[i].rank,
           loom_result_string(ae), loom_last_error(), want);
     CHECK(dt < FAULT_TIMEOUT_MS / 1e3 + 2.0, "fault: rank %d took %.1f s", cs[i].rank, dt);
   }
@@ -376,7 +426,7 @@ static int single_process(int R, int fault) {
   }
   if (rc == 0) {
     if (fault) {
-      rc = run_fault_case(cs, R, R);
+      rc = run_fault_case(cs, R, R, fault - 1);
     } else {
       rc = run_cases(cs, R, R, g_mode == RANKS_LOOPBACK ? "loopback" : "single-process");
       if (rc == 0) rc = run_graph_case(cs, R);
@@ -409,7 +459,7 @@ static int child_rank(const ranks_child *rc, void *arg) {
   CHECK(r == LOOM_SUCCESS, "rank %d loom_comm_create: %s", rank, loom_last_error());
   if (r == LOOM_SUCCESS && ctx_setup(&c, R) == 0) {
     if (fault)
-      run_fault_case(&c, 1, R);
+      run_fault_case(&c, 1, R, fault - 1);
     else
       run_cases(&c, 1, R, "multi-process");
   }
@@ -419,6 +469,7 @@ static int child_rank(const ranks_child *rc, void *arg) {
   ncclCommDestroy(nccl);
   char name[64];
   snprintf(name, sizeof name, PROG " multi rank %d/%d%s", rank, R, fault ? " fault" : "");
+  (void)NUM_OPS;
   return check_summary(name);
 }
 
@@ -441,14 +492,14 @@ int main(int argc, char **argv) {
       CHECK_SKIP("%d GPUs needed, %d visible", R, ngpu);
       continue;
     }
-    for (int fault = 0; fault <= (R > 1); fault++) {
+    for (int fault = 0; fault <= (R > 1 ? NUM_OPS : 0); fault++) { /* 0: cases; 1 + op: op's fault */
       const double t = now_s();
       if (g_mode == RANKS_MULTI)
         ranks_run(R, child_rank, &fault, fault ? "fault" : "cases");
       else
         single_process(R, fault);
-      printf("  R=%d %s done in %.1f s (%d failed so far)\n", R, fault ? "fault" : "cases", now_s() - t,
-             check_failed_);
+      printf("  R=%d %s%s done in %.1f s (%d failed so far)\n", R, fault ? "fault of " : "cases",
+             fault ? OP_NAME[fault - 1] : "", now_s() - t, check_failed_);
       fflush(stdout);
     }
   }

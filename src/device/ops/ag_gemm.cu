@@ -25,21 +25,7 @@
  */
 #include <cuda_runtime.h>
 
-#include "../runtime/transport.cuh"
-#include "../tile/hopper_host.cuh"
-#include "ops.h"
-
-/* The tiles, every dtype: 128 x 256 with both consumer warpgroups on one
- * tile and one wgmma batch in flight (hop_large_w1), unless that gives
- * fewer tiles than the grid has blocks; then the ping-pong 128 x 128 tile
- * (twice the tiles). On 1x H200 (docs/collective_gemm.md "Measured") the
- * wide tile beat ping-pong by 12-15% (bf16, K = 8192 and 16384) and 6%
- * (TF32); at M = K = 4096, N = 256 (32 wide tiles on 132 SMs) it lost 29%.
- * Both 128 rows per task: one readiness flag per LOOM_AG_BLOCK_ROWS rows. */
-template <int DT> struct ag_wide { typedef hop_large_w1<DT> cfg; };
-template <int DT> struct ag_narrow { typedef hop_pp<DT> cfg; };
-static_assert(hop_large_w1<HOP_BF16>::TM == LOOM_AG_BLOCK_ROWS && hop_pp<HOP_BF16>::TM == LOOM_AG_BLOCK_ROWS,
-              "one flag per task row block");
+#include "collective.cuh"
 
 /* The side role's named barrier (its 96 threads). */
 #define AG_BAR_PUSH HOP_BAR_SIDE_FIRST
@@ -87,6 +73,8 @@ static __device__ __forceinline__ void ag_put(int4 *dst, const int4 *src, unsign
 
 struct ag_side {
   static constexpr bool active = true;
+  static constexpr bool has_done = false;
+  __device__ __forceinline__ void done(const hop_task &) const {}
   const ag_kparams *P;
   uint64_t epoch;
   ag_side_state *st; /* shared memory */
@@ -224,33 +212,13 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_ag_args *a, cuda
   if (R > LOOM_AG_MAX_RANKS) return cudaErrorInvalidValue;
   ag_kparams kp;
   memset(&kp, 0, sizeof kp);
-  hop_problem pr;
-  memset(&pr, 0, sizeof pr);
-  pr.dtype = CFG::dtype;
-  pr.act = ACT;
-  pr.n = a->n;
-  pr.k = a->k;
-  pr.ldc = a->n;
-  pr.num_groups = R;
-  pr.error = a->error;
-  pr.timeout_ns = c->timeout_ns;
-  pr.num_sms = c->sms;
-  hop_group_desc unused; /* the groups are built below; validation only asks that a table exists */
-  pr.groups = &unused;
-  cudaError_t e = hop_validate_common<CFG>(&pr);
-  if (e != cudaSuccess) return e;
-  hop_params *hp = &kp.hp;
-  hop_params_common<CFG>(hp, &pr);
   const size_t es = CFG::esize;
-  const int tiles = (a->m + CFG::BM - 1) / CFG::BM * hp->n_tiles; /* per group */
-  hp->total_tiles = tiles * R;
-  hp->total_tasks = tiles * R;
-  hp->split_k = 1;
-  hp->kb_per_split = hp->nkb;
-  hp->store16 = ((uintptr_t)a->c & 15) == 0 && a->n % 8 == 0;
-  hp->maps_const = 1; /* offsets from &kp.hp, which the kernel reads in place */
-  hp->group_maps = (const CUtensorMap *)(uintptr_t)(offsetof(ag_kparams, maps) - offsetof(ag_kparams, hp));
-  hp->groups = (const hop_group *)(uintptr_t)(offsetof(ag_kparams, groups) - offsetof(ag_kparams, hp));
+  cudaError_t e = coll_params<CFG>(&kp.hp, ACT, R, a->m, a->n, a->k, a->n, c->sms, a->error, c->timeout_ns,
+                                   offsetof(ag_kparams, groups) - offsetof(ag_kparams, hp),
+                                   offsetof(ag_kparams, maps) - offsetof(ag_kparams, hp),
+                                   ((uintptr_t)a->c & 15) == 0 && a->n % 8 == 0);
+  if (e != cudaSuccess) return e;
+  const int tiles = kp.hp.total_tiles / R;
   const size_t stride = loom_ag_stride(a->m, a->k, es);
   for (int g = 0; g < R; g++) {
     const int s = (r + g) % R;
@@ -281,51 +249,27 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_ag_args *a, cuda
   kp.piece_rows = pr_rows;
   kp.pieces = (a->m + pr_rows - 1) / pr_rows;
   kp.counters = a->counters;
-
-  const void *kernel = (const void *)ag_gemm_kernel<CFG, ACT, OUT>;
-  const int smem = CFG::smem_bytes;
-  /* per device: a process may drive several (every call, it is cheap) */
-  if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
-    return e;
-  int per_sm = 0;
-  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, CFG::threads, smem)) != cudaSuccess)
-    return e;
-  if (per_sm < 1) return cudaErrorCooperativeLaunchTooLarge;
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeCooperative;
-  attr[0].val.cooperative = 1;
-  cfg.gridDim = dim3(c->sms);
-  cfg.blockDim = dim3(CFG::threads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, ag_gemm_kernel<CFG, ACT, OUT>, kp);
+  return coll_launch<CFG>(ag_gemm_kernel<CFG, ACT, OUT>, kp, c, stream);
 }
 
 template <class CFG, int OUT>
-static cudaError_t ag_launch_act(const loom_dev_comm *c, const loom_ag_args *a, cudaStream_t stream) {
-  switch (a->act) {
-  case LOOM_ACT_RELU: return ag_launch<CFG, HOP_ACT_RELU, OUT>(c, a, stream);
-  case LOOM_ACT_GELU: return ag_launch<CFG, HOP_ACT_GELU_ERF, OUT>(c, a, stream);
-  case LOOM_ACT_SILU: return ag_launch<CFG, HOP_ACT_SILU, OUT>(c, a, stream);
-  case -1: return ag_launch<CFG, HOP_ACT_NONE, OUT>(c, a, stream);
-  default: return cudaErrorInvalidValue;
+struct ag_by_act {
+  template <int ACT> static cudaError_t run(const loom_dev_comm *c, const loom_ag_args *a, cudaStream_t s) {
+    return ag_launch<CFG, ACT, OUT>(c, a, s);
   }
-}
+};
 
 template <int DT, int OUT>
 static cudaError_t ag_launch_dt(const loom_dev_comm *c, const loom_ag_args *a, cudaStream_t stream) {
-  typedef typename ag_wide<DT>::cfg W;
-  const int64_t wide_tiles = (int64_t)c->nranks * ((a->m + W::BM - 1) / W::BM) * ((a->n + W::BN - 1) / W::BN);
-  int narrow = wide_tiles < c->sms;
-  /* LOOM_AG_TILE=wide|narrow forces a tile (tests cover both; diagnostics) */
-  const char *force = getenv("LOOM_AG_TILE");
-  if (force && !strcmp(force, "wide")) narrow = 0;
-  if (force && !strcmp(force, "narrow")) narrow = 1;
-  if (narrow) return ag_launch_act<typename ag_narrow<DT>::cfg, OUT>(c, a, stream);
-  return ag_launch_act<W, OUT>(c, a, stream);
+  typedef typename coll_wide<DT>::cfg W;
+  typedef typename coll_narrow<DT>::cfg N;
+  const int64_t wide = (int64_t)c->nranks * ((a->m + W::BM - 1) / W::BM) * ((a->n + W::BN - 1) / W::BN);
+  typedef ag_by_act<N, OUT> NA;
+  typedef ag_by_act<W, OUT> WA;
+  if (coll_narrow_tile(wide, c->sms)) {
+    COLL_DISPATCH_ACT(a->act, NA, c, a, stream);
+  }
+  COLL_DISPATCH_ACT(a->act, WA, c, a, stream);
 }
 
 extern "C" cudaError_t loom_launch_ag_gemm(const loom_dev_comm *c, const loom_ag_args *a,

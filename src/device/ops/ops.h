@@ -93,6 +93,41 @@ typedef struct {
 cudaError_t loom_launch_ag_gemm(const loom_dev_comm *c, const loom_ag_args *a,
                                 cudaStream_t stream);
 
+/* ---- GEMM + reduce-scatter (gemm_rs.cu; docs/collective_gemm.md) --------
+ * Rank r computes its partial P_r = A_r B_r^T, [M x N], tile by tile; the
+ * rows of owner o ([o Mo, (o+1) Mo), Mo = M / R) go straight from the
+ * epilogue into o's window. Data region of the window (per rank), byte
+ * offsets from data_offset:
+ *   [source s = 0..nranks-1][loom_rs_stride(Mo, N, esize)]  s's partial of
+ *   this rank's rows [Mo x N] (contiguous), output dtype.
+ * Signal slot t of source s: s's partial tile t (m-block * tiles across N +
+ * n-block, the kernel's tile) has landed, the call's epoch. The owner sums
+ * the R partials of a tile in source order (fp32), applies the activation
+ * and writes its rows of C. */
+static inline LOOM_HD size_t loom_rs_stride(int64_t mo, int64_t n, size_t esize) {
+  return loom_align_up((size_t)mo * (size_t)n * esize, 256);
+}
+
+/* Signal slots a reduce-scatter needs for Mo x N (both tiles' count, the
+ * larger), plus the two reserved. */
+static inline LOOM_HD int64_t loom_rs_slots(int64_t mo, int64_t n) {
+  return (mo + 127) / 128 * ((n + 127) / 128) + 2;
+}
+
+typedef struct {
+  int dtype;             /* loom_dtype_t of a, b, c */
+  int act;               /* loom_activation_t, or -1: none */
+  int m, n, k;           /* m = M: rows of a (every rank's output rows) */
+  const void *a, *b;
+  void *c;               /* [M / nranks x n] */
+  void *const *peer_base; /* host array: every rank's window base (this GPU's addresses) */
+  uint64_t *flags_local; /* this rank's flags[0][0] */
+  uint32_t *error;       /* the engine's error word (loom_ctrl.op_error) */
+} loom_rs_args;
+
+cudaError_t loom_launch_gemm_rs(const loom_dev_comm *c, const loom_rs_args *a,
+                                cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -181,6 +181,7 @@ typedef enum {
   LOOM_OP_PUT_BENCH = 2,
   LOOM_OP_MOE = 3,
   LOOM_OP_AG_GEMM = 4,
+  LOOM_OP_GEMM_RS = 5,
 } loom_op_id;
 
 #ifdef __cplusplus

@@ -65,3 +65,22 @@ extern "C" cudaError_t loom_loopback_window_create(char *flat_base, unsigned str
 extern "C" cudaError_t loom_loopback_window_destroy(ncclWindow_t window) {
   return cudaFree((void *)window);
 }
+
+/* Every rank's window base as this GPU addresses it (ncclGetLsaPointer at
+ * offset 0), for launches whose parameters name peer addresses (the tile
+ * engine's output pointers). */
+__global__ void loom_peer_bases_kernel(ncclWindow_t window, int nranks, void **out) {
+  for (int p = threadIdx.x; p < nranks; p += blockDim.x) out[p] = ncclGetLsaPointer(window, 0, p);
+}
+
+extern "C" cudaError_t loom_window_peer_bases(ncclWindow_t window, int nranks, void **host_out) {
+  void **dev = NULL;
+  cudaError_t e = cudaMalloc((void **)&dev, sizeof(void *) * (size_t)nranks);
+  if (e != cudaSuccess) return e;
+  loom_peer_bases_kernel<<<1, 64>>>(window, nranks, dev);
+  e = cudaGetLastError();
+  if (e == cudaSuccess)
+    e = cudaMemcpy(host_out, dev, sizeof(void *) * (size_t)nranks, cudaMemcpyDeviceToHost);
+  cudaFree(dev);
+  return e;
+}

@@ -47,6 +47,11 @@ cudaError_t loom_loopback_window_create(char *flat_base, unsigned stride4g, int 
                                         ncclWindow_t *out);
 cudaError_t loom_loopback_window_destroy(ncclWindow_t window);
 
+/* host_out[p] = rank p's window base as this GPU addresses it (device
+ * pointers, for launch parameters that name peer memory). Synchronous; the
+ * current device must be the window's. */
+cudaError_t loom_window_peer_bases(ncclWindow_t window, int nranks, void **host_out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -88,9 +88,11 @@ enum hop_act {
  * consumer WGs; ping-pong order barriers HOP_BAR_ORDER + wg. */
 #define HOP_BAR_SPLITK 1
 #define HOP_BAR_ORDER 2
-/* 2 + wg for ping-pong WG 0, 1; a side role (hop_gemm_run) may use
- * HOP_BAR_SIDE_FIRST and above */
-#define HOP_BAR_SIDE_FIRST 4
+/* 2 + wg for ping-pong WG 0, 1; HOP_BAR_DONE (+ wg with ping-pong): the
+ * consumers that stored a task's tile meet before SIDE::done; a side role
+ * (hop_gemm_run) may use HOP_BAR_SIDE_FIRST and above */
+#define HOP_BAR_DONE 4
+#define HOP_BAR_SIDE_FIRST 6
 
 /* Consumer schedule of a configuration (see the file comment). */
 enum hop_mainloop { HOP_ML_V1 = 0, HOP_ML_COOP = 1, HOP_ML_PINGPONG = 2 };
@@ -837,9 +839,27 @@ static __device__ __forceinline__ void hop_splitk_finish(const float *acc, const
 
 /* Consumer warpgroup `wg` (0 or 1): mainloop of wgmma over the ring, then the
  * epilogue from registers. All 128 threads of the WG run this. */
-template <class CFG, int ACT, int OUT>
+/* After the epilogue of task t (not for a skipped task): with
+ * SIDE::has_done, the consumer threads that stored the tile (both WGs, or
+ * the one ping-pong WG `wg`) meet on a named barrier, then their first
+ * thread calls side.done(t): every store of the tile is then issued by
+ * its thread and ordered before the call (the operator fences and signals
+ * there). */
+template <class CFG, class SIDE>
+static __device__ __forceinline__ void hop_task_done(const SIDE &side, const hop_task &t, int wg) {
+  if (!SIDE::has_done) return;
+  if (CFG::pingpong) {
+    ptx_named_bar_sync(HOP_BAR_DONE + wg, 128);
+    if ((threadIdx.x & 127) == 0) side.done(t);
+  } else {
+    ptx_named_bar_sync(HOP_BAR_DONE, 128 * CFG::consumer_wgs);
+    if (threadIdx.x == 0) side.done(t);
+  }
+}
+
+template <class CFG, int ACT, int OUT, class SIDE>
 static __device__ __forceinline__ void hop_consumer(const hop_params &p, const hop_smem &sm,
-                                                    int wg) {
+                                                    int wg, const SIDE &side) {
   const int lane = threadIdx.x & 31;
   /* this WG's operand offsets inside a stage */
   const int a_off = CFG::BM == 128 && !CFG::pingpong ? wg * 64 * 128 : 0;
@@ -874,7 +894,10 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
         }
         if (skipped) break;
       }
-      if (!skipped) hop_epilogue<CFG, ACT, OUT, CFG::acc_regs>(acc, p, t, row_off, col_off);
+      if (!skipped) {
+        hop_epilogue<CFG, ACT, OUT, CFG::acc_regs>(acc, p, t, row_off, col_off);
+        hop_task_done<CFG>(side, t, wg);
+      }
     }
   } else if (CFG::ml == HOP_ML_COOP) { /* ---- both WGs on each task, one batch in flight ---- */
     while (hop_sched_next<CFG>(&sc, p, &t)) {
@@ -883,6 +906,7 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
         hop_splitk_finish<CFG, ACT, OUT>(acc, p, sm, t, skipped, row_off, col_off);
       } else if (!skipped) {
         hop_epilogue<CFG, ACT, OUT, CFG::acc_regs>(acc, p, t, row_off, col_off);
+        hop_task_done<CFG>(side, t, wg);
       }
     }
   } else {
@@ -909,6 +933,7 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
 #pragma unroll
         for (int h = 0; h < CFG::m_halves; h++)
           hop_epilogue<CFG, ACT, OUT, CFG::WG_N / 2>(acc + h * (CFG::WG_N / 2), p, t, 64 * h, 0);
+        hop_task_done<CFG>(side, t, wg);
       }
     }
   }
@@ -920,7 +945,9 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
  * split (the plain engine). */
 struct hop_no_side {
   static constexpr bool active = false;
+  static constexpr bool has_done = false;
   __device__ __forceinline__ void operator()(int) const {}
+  __device__ __forceinline__ void done(const hop_task &) const {}
 };
 
 /* The engine's whole kernel body, for hop_gemm_kernel and for operator
@@ -936,6 +963,8 @@ struct hop_no_side {
  *               not use __syncthreads or the named barriers the engine's
  *               roles use; HOP_BAR_SIDE_FIRST and above are theirs). It
  *               runs alongside the GEMM: the operator's communication role.
+ *               SIDE::has_done: side.done(t) after each task's epilogue
+ *               (hop_task_done; one consumer thread, consumer budget).
  * Every warp returns at its role's register budget (consumers
  * CFG::consumer_regs, the producer warpgroup CFG::producer_regs). An
  * operator may go on with block-wide code (a __syncthreads first): ptxas
@@ -977,7 +1006,7 @@ static __device__ __forceinline__ void hop_gemm_run(const hop_params &p, uint8_t
     }
   } else { /* consumer warpgroups 0 .. consumer_wgs-1 */
     ptx_setmaxnreg_inc<CFG::consumer_regs>();
-    hop_consumer<CFG, ACT, OUT>(p, sm, wg);
+    hop_consumer<CFG, ACT, OUT>(p, sm, wg, side);
   }
   /* clusters: stay until the peer is done with this CTA: its consumers
    * arrive on this CTA's empty barriers up to their last stage (this CTA's

@@ -1,5 +1,6 @@
-/* loom_ag_gemm: validation, workspace sizing and launch of the all-gather
- * GEMM kernel (src/device/ops/ag_gemm.cu; docs/collective_gemm.md). */
+/* The collective GEMMs: validation, workspace sizing and launch of the
+ * all-gather GEMM (src/device/ops/ag_gemm.cu) and the GEMM + reduce-scatter
+ * (src/device/ops/gemm_rs.cu); docs/collective_gemm.md. */
 #include <stdint.h>
 
 #include "internal.h"
@@ -34,6 +35,8 @@ static loom_result_t check_args(const char *fn, const loom_gemm_args_t *a, int n
   LOOM_ARG(a->m < INT32_MAX / nranks && a->n < INT32_MAX && a->k < INT32_MAX, fn,
            "m (%lld) x nranks, n (%lld) and k (%lld) must stay below 2^31", (long long)a->m,
            (long long)a->n, (long long)a->k);
+  LOOM_ARG((a->m + 127) / 128 * ((a->n + 127) / 128) < INT32_MAX / 4, fn,
+           "m x n (%lld x %lld) has too many tiles", (long long)a->m, (long long)a->n);
   loom_dtype_size(a->dtype, esize);
   return LOOM_SUCCESS;
 }
@@ -108,6 +111,85 @@ loom_result_t loom_ag_gemm(loom_comm_t comm, const loom_gemm_args_t *args, cudaS
   la.counters = comm->op_counters;
   la.error = &comm->ctrl->op_error;
   CUDA_CHECK(loom_launch_ag_gemm(&dc, &la, stream));
+  return LOOM_SUCCESS;
+fail:
+  return res;
+}
+
+/* ---- GEMM + reduce-scatter ------------------------------------------------ */
+
+loom_result_t loom_gemm_rs_workspace_bytes(const loom_gemm_args_t *args, int nranks, size_t *bytes,
+                                           int *signal_slots) {
+  loom_clear_error();
+  const char *fn = "loom_gemm_rs_workspace_bytes";
+  size_t es = 0;
+  loom_result_t res = check_args(fn, args, nranks, &es);
+  if (res != LOOM_SUCCESS) return res;
+  LOOM_ARG(args->m % nranks == 0, fn,
+           "m (%lld) must be a multiple of the %d ranks (each gets m / nranks rows)", (long long)args->m,
+           nranks);
+  LOOM_ARG(bytes != NULL, fn, "bytes is NULL");
+  const int64_t mo = args->m / nranks;
+  *bytes = (size_t)nranks * loom_rs_stride(mo, args->n, es);
+  if (signal_slots) {
+    const int64_t slots = loom_rs_slots(mo, args->n);
+    LOOM_ARG(slots <= LOOM_MAX_SIGNAL_SLOTS, fn,
+             "m / nranks x n (%lld x %lld) needs %lld signal slots, more than a communicator has "
+             "(%d)",
+             (long long)mo, (long long)args->n, (long long)slots, LOOM_MAX_SIGNAL_SLOTS);
+    *signal_slots = (int)slots;
+  }
+  return LOOM_SUCCESS;
+}
+
+loom_result_t loom_gemm_rs(loom_comm_t comm, const loom_gemm_args_t *args, cudaStream_t stream) {
+  loom_clear_error();
+  const char *fn = "loom_gemm_rs";
+  loom_result_t res = loom_check_comm(fn, comm);
+  if (res != LOOM_SUCCESS) return res;
+  size_t es = 0;
+  res = check_args(fn, args, comm->nranks, &es);
+  if (res != LOOM_SUCCESS) return res;
+  const loom_gemm_args_t *a = args;
+  LOOM_ARG(a->m % comm->nranks == 0, fn,
+           "m (%lld) must be a multiple of the %d ranks (each gets m / nranks rows)", (long long)a->m,
+           comm->nranks);
+  LOOM_ARG(a->a != NULL && a->b != NULL && a->c != NULL, fn, "a, b and c must not be NULL");
+  LOOM_ARG((((uintptr_t)a->a | (uintptr_t)a->b | (uintptr_t)a->c) & 15) == 0, fn,
+           "a, b and c must be 16-byte aligned");
+  const size_t a_bytes = (size_t)a->m * (size_t)a->k * es, b_bytes = (size_t)a->n * (size_t)a->k * es;
+  const size_t c_bytes = (size_t)(a->m / comm->nranks) * (size_t)a->n * es;
+  LOOM_ARG(!overlap(a->c, c_bytes, a->a, a_bytes) && !overlap(a->c, c_bytes, a->b, b_bytes), fn,
+           "c overlaps a or b");
+  size_t need = 0;
+  int slots = 0;
+  res = loom_gemm_rs_workspace_bytes(a, comm->nranks, &need, &slots);
+  if (res != LOOM_SUCCESS) return res;
+  LOOM_ARG(need <= comm->config.workspace_bytes, fn,
+           "m = %lld, n = %lld on %d ranks needs %zu workspace bytes but the communicator has %zu "
+           "(see loom_gemm_rs_workspace_bytes)",
+           (long long)a->m, (long long)a->n, comm->nranks, need, comm->config.workspace_bytes);
+  LOOM_ARG(slots <= comm->config.signal_slots, fn,
+           "m = %lld, n = %lld on %d ranks needs %d signal slots but the communicator has %d (see "
+           "loom_gemm_rs_workspace_bytes)",
+           (long long)a->m, (long long)a->n, comm->nranks, slots, comm->config.signal_slots);
+  res = loom_comm_prepare_launch(fn, comm);
+  if (res != LOOM_SUCCESS) return res;
+
+  loom_dev_comm dc = loom_comm_dev_view(comm, LOOM_OP_GEMM_RS);
+  loom_rs_args la;
+  la.dtype = (int)a->dtype;
+  la.act = a->activation == LOOM_UNSET ? -1 : a->activation;
+  la.m = (int)a->m;
+  la.n = (int)a->n;
+  la.k = (int)a->k;
+  la.a = a->a;
+  la.b = a->b;
+  la.c = a->c;
+  la.peer_base = comm->peer_base;
+  la.flags_local = (uint64_t *)((char *)comm->window_base + comm->layout.flags_offset);
+  la.error = &comm->ctrl->op_error;
+  CUDA_CHECK(loom_launch_gemm_rs(&dc, &la, stream));
   return LOOM_SUCCESS;
 fail:
   return res;
