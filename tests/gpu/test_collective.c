@@ -258,9 +258,16 @@ static int case_allowed(int R, int si) {
 
 /* Every case on the nl ranks this process drives (all R, or one). */
 static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
-  float *tmp = malloc(MAX_ELEMS_A * sizeof(float) > MAX_ELEMS_B * sizeof(float) ? MAX_ELEMS_A * sizeof(float)
-                                                                                  : MAX_ELEMS_B * sizeof(float));
-  void *packed = malloc(MAX_ELEMS_A * sizeof(float));
+  /* reduce-scatter's A: R m rows */
+  const size_t max_elems = (size_t)R * MAX_ELEMS_A > MAX_ELEMS_B ? (size_t)R * MAX_ELEMS_A : MAX_ELEMS_B;
+  float *tmp = malloc(max_elems * sizeof(float));
+  void *packed = malloc(max_elems * sizeof(float));
+  if (!tmp || !packed) {
+    CHECK(0, "host allocation");
+    free(tmp);
+    free(packed);
+    return -1;
+  }
   int rc = 0, ncase = 0;
   double worst_all = 0;
   for (int op = 0; op < NUM_OPS && rc == 0; op++)
