@@ -5,6 +5,7 @@
 #include <cublas_v2.h>
 
 #include "baseline.h"
+#include "blas_check.h"
 #include "kernels.h"
 #include "../host/internal.h"
 
@@ -40,16 +41,6 @@ struct loom_baseline {
   int grouped;
   const void **h_ptr, **d_ptr; /* [6 * El]: A, B, C of GEMM0 then GEMM1 */
 };
-
-#define BLAS_CHECK(call)                                                       \
-  do {                                                                         \
-    cublasStatus_t s_ = (call);                                                \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                         \
-      res = loom_set_error(LOOM_CUDA_ERROR, "%s:%d: %s: cuBLAS status %d", __FILE__, __LINE__, \
-                           #call, (int)s_);                                    \
-      goto fail;                                                               \
-    }                                                                          \
-  } while (0)
 
 static cudaDataType_t cuda_type(int dtype) {
   return dtype == LOOM_BF16 ? CUDA_R_16BF : dtype == LOOM_FP16 ? CUDA_R_16F : CUDA_R_32F;

@@ -7,6 +7,7 @@
 #include <cublas_v2.h>
 
 #include "baseline.h"
+#include "blas_check.h"
 #include "kernels.h"
 #include "../host/internal.h"
 
@@ -18,16 +19,6 @@ struct loom_ag_baseline {
   void *gathered; /* [nranks * max_m x k] */
   cublasHandle_t blas;
 };
-
-#define BLAS_CHECK(call)                                                       \
-  do {                                                                         \
-    cublasStatus_t s_ = (call);                                                \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                         \
-      res = loom_set_error(LOOM_CUDA_ERROR, "%s:%d: %s: cuBLAS status %d", __FILE__, __LINE__, \
-                           #call, (int)s_);                                    \
-      goto fail;                                                               \
-    }                                                                          \
-  } while (0)
 
 loom_result_t loom_ag_baseline_create(ncclComm_t nccl, loom_dtype_t dtype, int64_t max_m,
                                       int64_t k, loom_ag_baseline_t *out) {

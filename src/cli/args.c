@@ -55,6 +55,10 @@ int cli_parse_size_list(const char *s, uint64_t *out, int max) {
 
 const char *const cli_dtype_names[CLI_NUM_DTYPES] = {"fp32", "bf16", "fp16"};
 const char *const cli_act_names[CLI_NUM_ACTS] = {"relu", "gelu", "silu", "swiglu"};
+
+const char *cli_act_name(int act) {
+  return act >= 0 && act < CLI_NUM_ACTS ? cli_act_names[act] : "none";
+}
 const char *const cli_weights_names[CLI_NUM_WEIGHT_LAYOUTS] = {"out-in", "in-out"};
 
 int cli_parse_name(const char *s, const char *const *names, int n) {

@@ -33,6 +33,8 @@ int cli_parse_name(const char *s, const char *const *names, int n);
 extern const char *const cli_dtype_names[CLI_NUM_DTYPES]; /* fp32 bf16 fp16 */
 extern const char *const cli_act_names[CLI_NUM_ACTS];     /* relu gelu silu swiglu */
 #define CLI_ACT_NONE (-1) /* --act none: the collective GEMMs' plain epilogue (= LOOM_UNSET) */
+/* The --act name of a value: cli_act_names[act], or "none". */
+const char *cli_act_name(int act);
 extern const char *const cli_weights_names[CLI_NUM_WEIGHT_LAYOUTS]; /* out-in in-out */
 
 /* Bounds of the `moe` options (the library checks the finer rules, e.g.

@@ -49,7 +49,6 @@ typedef struct {
 } rs_state;
 
 static rs_state *state_of(const cli_bench *b) { return (rs_state *)b->state; }
-static const char *act_name(int act) { return act == LOOM_UNSET ? "none" : cli_act_names[act]; }
 
 static int rs_plan(cli_bench *b, loom_comm_config_t *cc) {
   rs_state *s = state_of(b);
@@ -97,7 +96,7 @@ static void rs_describe(const cli_bench *b, char *out, size_t n) {
   const rs_state *s = state_of(b);
   snprintf(out, n, "hidden %lld, ffn %lld (%lld per GPU), %s%s, act %s", (long long)s->N, (long long)s->Kt,
            (long long)s->k, loom_dtype_string(b->dtype), b->dtype == LOOM_FP32 ? " (TF32)" : "",
-           act_name(s->act));
+           cli_act_name(s->act));
 }
 
 static int rs_fields(const cli_bench *b, cli_field *f, int max) {
@@ -105,7 +104,7 @@ static int rs_fields(const cli_bench *b, cli_field *f, int max) {
   const cli_field all[] = {{"hidden", NULL, (long long)s->N},
                            {"ffn", NULL, (long long)s->Kt},
                            {"dtype", loom_dtype_string(b->dtype), 0},
-                           {"act", act_name(s->act), 0}};
+                           {"act", cli_act_name(s->act), 0}};
   int n = 0;
   for (; n < max && n < (int)(sizeof all / sizeof all[0]); n++) f[n] = all[n];
   return n;
@@ -121,18 +120,7 @@ static int upload_b(void *p, int d) {
   cli_bench *b = (cli_bench *)p;
   rs_state *s = state_of(b);
   const size_t cnt = (size_t)s->N * (size_t)s->k;
-  float *B = s->B + (size_t)d * cnt;
-  void *stage = malloc(cnt * b->es);
-  if (stage == NULL) return -1;
-  cli_fill_random(B, cnt, sqrtf(3.0f / (float)s->Kt), KIND_B, d, 0, b->dtype);
-  ref_pack_array(stage, B, cnt, (int)b->dtype);
-  const int rc = cudaSetDevice(d) == cudaSuccess &&
-                         cudaMemcpy(s->g[d].b, stage, cnt * b->es, cudaMemcpyHostToDevice) == cudaSuccess
-                     ? 0
-                     : -1;
-  free(stage);
-  if (rc) fprintf(stderr, "%s: GPU %d: uploading weights failed\n", b->who, d);
-  return rc;
+  return cli_upload_random(b, d, s->g[d].b, s->B + (size_t)d * cnt, cnt, sqrtf(3.0f / (float)s->Kt), KIND_B);
 }
 
 static int rs_prepare(cli_bench *b) {

@@ -237,6 +237,21 @@ void cli_sample_rows(int T, int n, int *rows) {
   for (int s = 0; s < n; s++) rows[s] = n == 1 ? 0 : (int)((int64_t)s * (T - 1) / (n - 1));
 }
 
+int cli_upload_random(const cli_bench *b, int d, void *dev, float *host, size_t n, float scale, int kind) {
+  void *stage = malloc(n * b->es);
+  int rc = -1;
+  if (stage != NULL) {
+    cli_fill_random(host, n, scale, kind, d, 0, b->dtype);
+    ref_pack_array(stage, host, n, (int)b->dtype);
+    rc = cudaSetDevice(d) == cudaSuccess && cudaMemcpy(dev, stage, n * b->es, cudaMemcpyHostToDevice) == cudaSuccess
+             ? 0
+             : -1;
+  }
+  free(stage);
+  if (rc) fprintf(stderr, "%s: GPU %d: uploading weights failed\n", b->who, d);
+  return rc;
+}
+
 void cli_x_chunk(const cli_bench *b, int gpu, int t0, int n, float *out) {
   cli_fill_random(out, (size_t)n * (size_t)b->in_cols, 1.0f, CLI_RNG_X, gpu,
                   ((uint64_t)b->T << 32) | (uint64_t)t0, b->dtype);

@@ -180,6 +180,11 @@ int cli_bench_main(const cli_options *o, const cli_op *op);
 void cli_fill_random(float *dst, size_t n, float scale, int kind, int64_t index, uint64_t salt,
                      loom_dtype_t t);
 
+/* n random weights of GPU d: uniform [-scale, scale) from stream (kind, d,
+ * 0), rounded to --dtype, into host (kept for the reference) and uploaded
+ * to dev (d's memory). 0, or -1 after printing why. */
+int cli_upload_random(const cli_bench *b, int d, void *dev, float *host, size_t n, float scale, int kind);
+
 /* x is generated CLI_X_CHUNK_ROWS rows at a time: rows [t0, t0 + n) of GPU
  * gpu's x at the current token count (t0 a multiple of CLI_X_CHUNK_ROWS, n
  * up to it, ending at most at b->T) into out [n x in_cols], as uploaded

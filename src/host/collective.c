@@ -65,35 +65,45 @@ static int overlap(const void *p, size_t n, const void *q, size_t m) {
   return a < b + m && b < a + n;
 }
 
+/* The checks every collective GEMM call shares, after its own: pointers,
+ * alignment, c (c_rows rows) apart from a and b, and the communicator's
+ * workspace and slots against what `sizer` (its workspace function, named
+ * in the message) asked for. Then the launch preparation. */
+static loom_result_t check_call(const char *fn, const char *sizer, loom_comm_t comm,
+                                const loom_gemm_args_t *a, size_t es, int64_t c_rows, size_t need,
+                                int slots) {
+  LOOM_ARG(a->a != NULL && a->b != NULL && a->c != NULL, fn, "a, b and c must not be NULL");
+  LOOM_ARG((((uintptr_t)a->a | (uintptr_t)a->b | (uintptr_t)a->c) & 15) == 0, fn,
+           "a, b and c must be 16-byte aligned");
+  const size_t a_bytes = (size_t)a->m * (size_t)a->k * es, b_bytes = (size_t)a->n * (size_t)a->k * es;
+  const size_t c_bytes = (size_t)c_rows * (size_t)a->n * es;
+  LOOM_ARG(!overlap(a->c, c_bytes, a->a, a_bytes) && !overlap(a->c, c_bytes, a->b, b_bytes), fn,
+           "c overlaps a or b");
+  LOOM_ARG(need <= comm->config.workspace_bytes, fn,
+           "m = %lld, n = %lld, k = %lld on %d ranks needs %zu workspace bytes but the communicator "
+           "has %zu (see %s)",
+           (long long)a->m, (long long)a->n, (long long)a->k, comm->nranks, need,
+           comm->config.workspace_bytes, sizer);
+  LOOM_ARG(slots <= comm->config.signal_slots, fn,
+           "m = %lld, n = %lld on %d ranks needs %d signal slots but the communicator has %d (see %s)",
+           (long long)a->m, (long long)a->n, comm->nranks, slots, comm->config.signal_slots, sizer);
+  return loom_comm_prepare_launch(fn, comm);
+}
+
 loom_result_t loom_ag_gemm(loom_comm_t comm, const loom_gemm_args_t *args, cudaStream_t stream) {
   loom_clear_error();
   const char *fn = "loom_ag_gemm";
   loom_result_t res = loom_check_comm(fn, comm);
   if (res != LOOM_SUCCESS) return res;
-  size_t es = 0;
+  size_t es = 0, need = 0;
+  int slots = 0;
   res = check_args(fn, args, comm->nranks, &es);
   if (res != LOOM_SUCCESS) return res;
   const loom_gemm_args_t *a = args;
-  LOOM_ARG(a->a != NULL && a->b != NULL && a->c != NULL, fn, "a, b and c must not be NULL");
-  LOOM_ARG((((uintptr_t)a->a | (uintptr_t)a->b | (uintptr_t)a->c) & 15) == 0, fn,
-           "a, b and c must be 16-byte aligned");
-  const size_t a_bytes = (size_t)a->m * (size_t)a->k * es, b_bytes = (size_t)a->n * (size_t)a->k * es;
-  const size_t c_bytes = (size_t)comm->nranks * (size_t)a->m * (size_t)a->n * es;
-  LOOM_ARG(!overlap(a->c, c_bytes, a->a, a_bytes) && !overlap(a->c, c_bytes, a->b, b_bytes), fn,
-           "c overlaps a or b");
-  size_t need = 0;
-  int slots = 0;
   res = loom_ag_gemm_workspace_bytes(a, comm->nranks, &need, &slots);
   if (res != LOOM_SUCCESS) return res;
-  LOOM_ARG(need <= comm->config.workspace_bytes, fn,
-           "m = %lld, k = %lld on %d ranks needs %zu workspace bytes but the communicator has %zu "
-           "(see loom_ag_gemm_workspace_bytes)",
-           (long long)a->m, (long long)a->k, comm->nranks, need, comm->config.workspace_bytes);
-  LOOM_ARG(slots <= comm->config.signal_slots, fn,
-           "m = %lld needs %d signal slots but the communicator has %d (see "
-           "loom_ag_gemm_workspace_bytes)",
-           (long long)a->m, slots, comm->config.signal_slots);
-  res = loom_comm_prepare_launch(fn, comm);
+  res = check_call(fn, "loom_ag_gemm_workspace_bytes", comm, a, es, (int64_t)comm->nranks * a->m, need,
+                   slots);
   if (res != LOOM_SUCCESS) return res;
 
   loom_dev_comm dc = loom_comm_dev_view(comm, LOOM_OP_AG_GEMM);
@@ -147,33 +157,17 @@ loom_result_t loom_gemm_rs(loom_comm_t comm, const loom_gemm_args_t *args, cudaS
   const char *fn = "loom_gemm_rs";
   loom_result_t res = loom_check_comm(fn, comm);
   if (res != LOOM_SUCCESS) return res;
-  size_t es = 0;
+  size_t es = 0, need = 0;
+  int slots = 0;
   res = check_args(fn, args, comm->nranks, &es);
   if (res != LOOM_SUCCESS) return res;
   const loom_gemm_args_t *a = args;
   LOOM_ARG(a->m % comm->nranks == 0, fn,
            "m (%lld) must be a multiple of the %d ranks (each gets m / nranks rows)", (long long)a->m,
            comm->nranks);
-  LOOM_ARG(a->a != NULL && a->b != NULL && a->c != NULL, fn, "a, b and c must not be NULL");
-  LOOM_ARG((((uintptr_t)a->a | (uintptr_t)a->b | (uintptr_t)a->c) & 15) == 0, fn,
-           "a, b and c must be 16-byte aligned");
-  const size_t a_bytes = (size_t)a->m * (size_t)a->k * es, b_bytes = (size_t)a->n * (size_t)a->k * es;
-  const size_t c_bytes = (size_t)(a->m / comm->nranks) * (size_t)a->n * es;
-  LOOM_ARG(!overlap(a->c, c_bytes, a->a, a_bytes) && !overlap(a->c, c_bytes, a->b, b_bytes), fn,
-           "c overlaps a or b");
-  size_t need = 0;
-  int slots = 0;
   res = loom_gemm_rs_workspace_bytes(a, comm->nranks, &need, &slots);
   if (res != LOOM_SUCCESS) return res;
-  LOOM_ARG(need <= comm->config.workspace_bytes, fn,
-           "m = %lld, n = %lld on %d ranks needs %zu workspace bytes but the communicator has %zu "
-           "(see loom_gemm_rs_workspace_bytes)",
-           (long long)a->m, (long long)a->n, comm->nranks, need, comm->config.workspace_bytes);
-  LOOM_ARG(slots <= comm->config.signal_slots, fn,
-           "m = %lld, n = %lld on %d ranks needs %d signal slots but the communicator has %d (see "
-           "loom_gemm_rs_workspace_bytes)",
-           (long long)a->m, (long long)a->n, comm->nranks, slots, comm->config.signal_slots);
-  res = loom_comm_prepare_launch(fn, comm);
+  res = check_call(fn, "loom_gemm_rs_workspace_bytes", comm, a, es, a->m / comm->nranks, need, slots);
   if (res != LOOM_SUCCESS) return res;
 
   loom_dev_comm dc = loom_comm_dev_view(comm, LOOM_OP_GEMM_RS);

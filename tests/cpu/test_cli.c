@@ -52,6 +52,8 @@ static void test_moe_options(void) {
   CHECK(parse(&o, err, 4, none) == 0 && o.act == CLI_ACT_NONE && o.act_given &&
             strcmp(o.command, "ag-gemm") == 0,
         "--act none (the collective GEMMs' plain epilogue): %s", err);
+  CHECK(strcmp(cli_act_name(CLI_ACT_NONE), "none") == 0 && strcmp(cli_act_name(2), "silu") == 0,
+        "cli_act_name");
   const char *one[] = {"loom", "moe", "--tokens", "0"};
   CHECK(parse(&o, err, 4, one) == 0 && o.ntokens == 1 && o.tokens[0] == 0, "zero tokens allowed");
   CHECK(cli_parse_name("bf16", cli_dtype_names, CLI_NUM_DTYPES) == 1, "name lookup");

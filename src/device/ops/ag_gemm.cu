@@ -252,32 +252,13 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_ag_args *a, cuda
   return coll_launch<CFG>(ag_gemm_kernel<CFG, ACT, OUT>, kp, c, stream);
 }
 
-template <class CFG, int OUT>
-struct ag_by_act {
-  template <int ACT> static cudaError_t run(const loom_dev_comm *c, const loom_ag_args *a, cudaStream_t s) {
+template <class CFG, int ACT, int OUT> struct ag_launcher {
+  static cudaError_t run(const loom_dev_comm *c, const loom_ag_args *a, cudaStream_t s) {
     return ag_launch<CFG, ACT, OUT>(c, a, s);
   }
 };
 
-template <int DT, int OUT>
-static cudaError_t ag_launch_dt(const loom_dev_comm *c, const loom_ag_args *a, cudaStream_t stream) {
-  typedef typename coll_wide<DT>::cfg W;
-  typedef typename coll_narrow<DT>::cfg N;
-  const int64_t wide = (int64_t)c->nranks * ((a->m + W::BM - 1) / W::BM) * ((a->n + W::BN - 1) / W::BN);
-  typedef ag_by_act<N, OUT> NA;
-  typedef ag_by_act<W, OUT> WA;
-  if (coll_narrow_tile(wide, c->sms)) {
-    COLL_DISPATCH_ACT(a->act, NA, c, a, stream);
-  }
-  COLL_DISPATCH_ACT(a->act, WA, c, a, stream);
-}
-
 extern "C" cudaError_t loom_launch_ag_gemm(const loom_dev_comm *c, const loom_ag_args *a,
                                            cudaStream_t stream) {
-  switch (a->dtype) {
-  case LOOM_BF16: return ag_launch_dt<HOP_BF16, HOP_OUT_BF16>(c, a, stream);
-  case LOOM_FP16: return ag_launch_dt<HOP_FP16, HOP_OUT_FP16>(c, a, stream);
-  case LOOM_FP32: return ag_launch_dt<HOP_TF32, HOP_OUT_FP32>(c, a, stream);
-  default: return cudaErrorInvalidValue;
-  }
+  return coll_dispatch<ag_launcher>(c, a, a->dtype, a->act, c->nranks, a->m, a->n, stream);
 }

@@ -98,15 +98,39 @@ static cudaError_t coll_launch(void (*kernel)(KP), const KP &kp, const loom_dev_
   return cudaLaunchKernelEx(&cfg, kernel, kp);
 }
 
-/* loom_activation_t (or -1: none) as the engine's epilogue: returns
- * CLS::run<HOP_ACT_...>(args) (CLS a type name without commas). */
-#define COLL_DISPATCH_ACT(act, CLS, ...)                                               \
-  switch (act) {                                                                       \
-  case LOOM_ACT_RELU: return CLS::template run<HOP_ACT_RELU>(__VA_ARGS__);             \
-  case LOOM_ACT_GELU: return CLS::template run<HOP_ACT_GELU_ERF>(__VA_ARGS__);         \
-  case LOOM_ACT_SILU: return CLS::template run<HOP_ACT_SILU>(__VA_ARGS__);             \
-  case -1: return CLS::template run<HOP_ACT_NONE>(__VA_ARGS__);                        \
-  default: return cudaErrorInvalidValue;                                               \
+/* One launch of an operator, chosen by dtype, tile and epilogue:
+ * L<CFG, ACT, OUT>::run(c, a, stream) is the operator's launcher. The wide
+ * tile's task count is groups x ceil(rows / 128) x ceil(n / 256). */
+template <template <class, int, int> class L, class A, class CFG, int OUT>
+static cudaError_t coll_by_act(const loom_dev_comm *c, const A *a, int act, cudaStream_t s) {
+  switch (act) { /* loom_activation_t, or -1: none */
+  case LOOM_ACT_RELU: return L<CFG, HOP_ACT_RELU, OUT>::run(c, a, s);
+  case LOOM_ACT_GELU: return L<CFG, HOP_ACT_GELU_ERF, OUT>::run(c, a, s);
+  case LOOM_ACT_SILU: return L<CFG, HOP_ACT_SILU, OUT>::run(c, a, s);
+  case -1: return L<CFG, HOP_ACT_NONE, OUT>::run(c, a, s);
+  default: return cudaErrorInvalidValue;
   }
+}
+
+template <template <class, int, int> class L, class A, int DT, int OUT>
+static cudaError_t coll_by_tile(const loom_dev_comm *c, const A *a, int act, int groups, int rows, int n,
+                                cudaStream_t s) {
+  typedef typename coll_wide<DT>::cfg W;
+  typedef typename coll_narrow<DT>::cfg N;
+  const int64_t wide = (int64_t)groups * ((rows + W::BM - 1) / W::BM) * ((n + W::BN - 1) / W::BN);
+  if (coll_narrow_tile(wide, c->sms)) return coll_by_act<L, A, N, OUT>(c, a, act, s);
+  return coll_by_act<L, A, W, OUT>(c, a, act, s);
+}
+
+template <template <class, int, int> class L, class A>
+static cudaError_t coll_dispatch(const loom_dev_comm *c, const A *a, int dtype, int act, int groups, int rows,
+                                 int n, cudaStream_t s) {
+  switch (dtype) {
+  case LOOM_BF16: return coll_by_tile<L, A, HOP_BF16, HOP_OUT_BF16>(c, a, act, groups, rows, n, s);
+  case LOOM_FP16: return coll_by_tile<L, A, HOP_FP16, HOP_OUT_FP16>(c, a, act, groups, rows, n, s);
+  case LOOM_FP32: return coll_by_tile<L, A, HOP_TF32, HOP_OUT_FP32>(c, a, act, groups, rows, n, s);
+  default: return cudaErrorInvalidValue;
+  }
+}
 
 #endif /* LOOM_OPS_COLLECTIVE_CUH */
