@@ -30,6 +30,9 @@
 /* The side role's named barrier (its 96 threads). */
 #define AG_BAR_PUSH HOP_BAR_SIDE_FIRST
 #define AG_PUSH_THREADS 96
+/* Smallest piece a push is cut into (below it the per-piece barrier,
+ * counter and signal start to show); a guess, not measured yet. */
+#define AG_MIN_PIECE_BYTES 16384
 
 struct ag_kparams {
   hop_params hp;                            /* group_maps, groups: offsets to maps, groups */
@@ -242,9 +245,10 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_ag_args *a, cuda
   kp.stride = stride;
   kp.m = a->m;
   /* pieces: the largest that still gives every block one per destination,
-   * but not below 16 KB (below that the signal costs show) */
+   * but not below AG_MIN_PIECE_BYTES */
   int pr_rows = LOOM_AG_BLOCK_ROWS;
-  while (pr_rows > 1 && (a->m + pr_rows - 1) / pr_rows < c->sms && (size_t)(pr_rows / 2) * kp.row_bytes >= 16384)
+  while (pr_rows > 1 && (a->m + pr_rows - 1) / pr_rows < c->sms &&
+         (size_t)(pr_rows / 2) * kp.row_bytes >= AG_MIN_PIECE_BYTES)
     pr_rows /= 2;
   kp.piece_rows = pr_rows;
   kp.pieces = (a->m + pr_rows - 1) / pr_rows;

@@ -37,6 +37,9 @@ struct rs_kparams {
   int m_tiles, n_tiles, bm, bn, raster_m; /* the engine's tiles of one group */
 };
 static_assert(sizeof(rs_kparams) <= 4096, "kernel parameter: 4 KB");
+static_assert(hop_pp<HOP_BF16>::BM == LOOM_RS_MIN_TILE && hop_pp<HOP_BF16>::BN == LOOM_RS_MIN_TILE &&
+                  hop_large_w1<HOP_BF16>::BM >= LOOM_RS_MIN_TILE && hop_large_w1<HOP_BF16>::BN >= LOOM_RS_MIN_TILE,
+              "loom_rs_slots counts the smallest tile's flags");
 
 struct rs_state {
   int failed; /* a flag poll gave up (fail holds why) */

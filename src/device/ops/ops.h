@@ -108,10 +108,12 @@ static inline LOOM_HD size_t loom_rs_stride(int64_t mo, int64_t n, size_t esize)
   return loom_align_up((size_t)mo * (size_t)n * esize, 256);
 }
 
-/* Signal slots a reduce-scatter needs for Mo x N (both tiles' count, the
- * larger), plus the two reserved. */
+/* Signal slots a reduce-scatter needs for Mo x N: one per tile of the
+ * narrower of the kernel's two tiles (LOOM_RS_MIN_TILE square, the larger
+ * count), plus the two reserved. */
+#define LOOM_RS_MIN_TILE 128
 static inline LOOM_HD int64_t loom_rs_slots(int64_t mo, int64_t n) {
-  return (mo + 127) / 128 * ((n + 127) / 128) + 2;
+  return (mo + LOOM_RS_MIN_TILE - 1) / LOOM_RS_MIN_TILE * ((n + LOOM_RS_MIN_TILE - 1) / LOOM_RS_MIN_TILE) + 2;
 }
 
 typedef struct {
