@@ -228,9 +228,13 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_ag_args *a, cuda
     const void *src = g == 0 ? a->a : (const void *)(a->data_local + (size_t)s * stride);
     if ((e = hop_make_map(&kp.maps[2 * g], CFG::dtype, src, a->m, a->k, a->k, CFG::BK, CFG::BM)) != cudaSuccess)
       return e;
-    if ((e = hop_make_map(&kp.maps[2 * g + 1], CFG::dtype, a->b, a->n, a->k, a->k, CFG::BK, CFG::b_box_rows)) !=
-        cudaSuccess)
-      return e;
+    if (g == 0) { /* every group's B is the same map: encode it once */
+      if ((e = hop_make_map(&kp.maps[1], CFG::dtype, a->b, a->n, a->k, a->k, CFG::BK, CFG::b_box_rows)) !=
+          cudaSuccess)
+        return e;
+    } else {
+      kp.maps[2 * g + 1] = kp.maps[1];
+    }
     hop_group *hg = &kp.groups[g];
     hg->rows = a->m;
     hg->tile_begin = g * tiles;

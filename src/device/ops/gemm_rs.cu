@@ -245,9 +245,13 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_rs_args *a, cuda
     const char *rows = (const char *)a->a + (size_t)o * mo * a->k * es;
     if ((e = hop_make_map(&kp.maps[2 * g], CFG::dtype, rows, mo, a->k, a->k, CFG::BK, CFG::BM)) != cudaSuccess)
       return e;
-    if ((e = hop_make_map(&kp.maps[2 * g + 1], CFG::dtype, a->b, a->n, a->k, a->k, CFG::BK, CFG::b_box_rows)) !=
-        cudaSuccess)
-      return e;
+    if (g == 0) { /* every group's B is the same map: encode it once */
+      if ((e = hop_make_map(&kp.maps[1], CFG::dtype, a->b, a->n, a->k, a->k, CFG::BK, CFG::b_box_rows)) !=
+          cudaSuccess)
+        return e;
+    } else {
+      kp.maps[2 * g + 1] = kp.maps[1];
+    }
     hop_group *hg = &kp.groups[g];
     hg->rows = mo;
     hg->tile_begin = g * tiles;
