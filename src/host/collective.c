@@ -90,6 +90,26 @@ static loom_result_t check_call(const char *fn, const char *sizer, loom_comm_t c
   return loom_comm_prepare_launch(fn, comm);
 }
 
+/* A validated call's launch arguments: the caller's, and where this rank's
+ * window, counters, peers and error word are. */
+static loom_coll_args launch_args(loom_comm_t comm, const loom_gemm_args_t *a) {
+  loom_coll_args la;
+  la.dtype = (int)a->dtype;
+  la.act = a->activation == LOOM_UNSET ? -1 : a->activation;
+  la.m = (int)a->m;
+  la.n = (int)a->n;
+  la.k = (int)a->k;
+  la.a = a->a;
+  la.b = a->b;
+  la.c = a->c;
+  la.data_local = (char *)comm->window_base + comm->layout.data_offset;
+  la.flags_local = (uint64_t *)((char *)comm->window_base + comm->layout.flags_offset);
+  la.counters = comm->op_counters;
+  la.peer_base = comm->peer_base;
+  la.error = &comm->ctrl->op_error;
+  return la;
+}
+
 loom_result_t loom_ag_gemm(loom_comm_t comm, const loom_gemm_args_t *args, cudaStream_t stream) {
   loom_clear_error();
   const char *fn = "loom_ag_gemm";
@@ -107,19 +127,7 @@ loom_result_t loom_ag_gemm(loom_comm_t comm, const loom_gemm_args_t *args, cudaS
   if (res != LOOM_SUCCESS) return res;
 
   loom_dev_comm dc = loom_comm_dev_view(comm, LOOM_OP_AG_GEMM);
-  loom_ag_args la;
-  la.dtype = (int)a->dtype;
-  la.act = a->activation == LOOM_UNSET ? -1 : a->activation;
-  la.m = (int)a->m;
-  la.n = (int)a->n;
-  la.k = (int)a->k;
-  la.a = a->a;
-  la.b = a->b;
-  la.c = a->c;
-  la.data_local = (char *)comm->window_base + comm->layout.data_offset;
-  la.flags_local = (uint64_t *)((char *)comm->window_base + comm->layout.flags_offset);
-  la.counters = comm->op_counters;
-  la.error = &comm->ctrl->op_error;
+  const loom_coll_args la = launch_args(comm, a);
   CUDA_CHECK(loom_launch_ag_gemm(&dc, &la, stream));
   return LOOM_SUCCESS;
 fail:
@@ -171,18 +179,7 @@ loom_result_t loom_gemm_rs(loom_comm_t comm, const loom_gemm_args_t *args, cudaS
   if (res != LOOM_SUCCESS) return res;
 
   loom_dev_comm dc = loom_comm_dev_view(comm, LOOM_OP_GEMM_RS);
-  loom_rs_args la;
-  la.dtype = (int)a->dtype;
-  la.act = a->activation == LOOM_UNSET ? -1 : a->activation;
-  la.m = (int)a->m;
-  la.n = (int)a->n;
-  la.k = (int)a->k;
-  la.a = a->a;
-  la.b = a->b;
-  la.c = a->c;
-  la.peer_base = comm->peer_base;
-  la.flags_local = (uint64_t *)((char *)comm->window_base + comm->layout.flags_offset);
-  la.error = &comm->ctrl->op_error;
+  const loom_coll_args la = launch_args(comm, a);
   CUDA_CHECK(loom_launch_gemm_rs(&dc, &la, stream));
   return LOOM_SUCCESS;
 fail:

@@ -167,20 +167,8 @@ static __device__ __forceinline__ int ag_diagnose(const ag_kparams &p, const hop
     return 1;
   }
   if (blockIdx.x != 0) return 0;
-  /* a peer stores its tag before any of its flags, and this block may have
-   * run no task of that peer: acquire its last row block's flag first */
-  const uint64_t want = loom_call_tag(epoch, c.op);
-  const int last = (p.m - 1) / LOOM_AG_BLOCK_ROWS;
-  for (int s = 0; s < c.nranks; s++) {
-    if (s == c.rank) continue;
-    if (!loom_poll_flag(c, s, last, epoch, LOOM_WAIT_SIGNAL, f)) return 1;
-    const uint64_t tag = ptx_ld_acquire_sys_u64(loom_flag_ptr(c, c.rank, s, loom_tag_slot(c)));
-    if (tag != want) {
-      *f = loom_wait_fail{LOOM_INVALID_USAGE, s, LOOM_WAIT_CALL_MISMATCH, 0, want, tag, 0};
-      return 1;
-    }
-  }
-  return 0;
+  /* this block may have run no task of a peer: acquire its last row block's flag */
+  return coll_check_tags<true>(c, epoch, (p.m - 1) / LOOM_AG_BLOCK_ROWS, f);
 }
 
 template <class CFG, int ACT, int OUT>
@@ -210,7 +198,7 @@ __global__ void __launch_bounds__(CFG::threads, 1) ag_gemm_kernel(const __grid_c
 /* ---- host ------------------------------------------------------------------ */
 
 template <class CFG, int ACT, int OUT>
-static cudaError_t ag_launch(const loom_dev_comm *c, const loom_ag_args *a, cudaStream_t stream) {
+static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cudaStream_t stream) {
   const int R = c->nranks, r = c->rank;
   if (R > LOOM_AG_MAX_RANKS) return cudaErrorInvalidValue;
   ag_kparams kp;
@@ -261,12 +249,12 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_ag_args *a, cuda
 }
 
 template <class CFG, int ACT, int OUT> struct ag_launcher {
-  static cudaError_t run(const loom_dev_comm *c, const loom_ag_args *a, cudaStream_t s) {
+  static cudaError_t run(const loom_dev_comm *c, const loom_coll_args *a, cudaStream_t s) {
     return ag_launch<CFG, ACT, OUT>(c, a, s);
   }
 };
 
-extern "C" cudaError_t loom_launch_ag_gemm(const loom_dev_comm *c, const loom_ag_args *a,
+extern "C" cudaError_t loom_launch_ag_gemm(const loom_dev_comm *c, const loom_coll_args *a,
                                            cudaStream_t stream) {
   return coll_dispatch<ag_launcher>(c, a, a->dtype, a->act, c->nranks, a->m, a->n, stream);
 }

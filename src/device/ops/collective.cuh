@@ -98,6 +98,29 @@ static cudaError_t coll_launch(void (*kernel)(KP), const KP &kp, const loom_dev_
   return cudaLaunchKernelEx(&cfg, kernel, kp);
 }
 
+/* Block 0's last check of a call (thread 0, after the engine): every
+ * peer's call tag must be this call's. A peer stores its tag before any of
+ * its flags, so a flag of that peer must have been acquired first: with
+ * WAIT this polls slot wait_slot of each peer (bounded) before reading its
+ * tag; without, the caller has acquired one already. Returns 1 with *f
+ * filled (a mismatch is LOOM_INVALID_USAGE, a poll that gave up its
+ * fault), or 0. */
+template <bool WAIT>
+static __device__ __forceinline__ int coll_check_tags(const loom_dev_comm &c, uint64_t epoch, int wait_slot,
+                                                      loom_wait_fail *f) {
+  const uint64_t want = loom_call_tag(epoch, c.op);
+  for (int s = 0; s < c.nranks; s++) {
+    if (s == c.rank) continue;
+    if (WAIT && !loom_poll_flag(c, s, wait_slot, epoch, LOOM_WAIT_SIGNAL, f)) return 1;
+    const uint64_t tag = ptx_ld_acquire_sys_u64(loom_flag_ptr(c, c.rank, s, loom_tag_slot(c)));
+    if (tag != want) {
+      *f = loom_wait_fail{LOOM_INVALID_USAGE, s, LOOM_WAIT_CALL_MISMATCH, 0, want, tag, 0};
+      return 1;
+    }
+  }
+  return 0;
+}
+
 /* One launch of an operator, chosen by dtype, tile and epilogue:
  * L<CFG, ACT, OUT>::run(c, a, stream) is the operator's launcher. The wide
  * tile's task count is groups x ceil(rows / 128) x ceil(n / 256). */

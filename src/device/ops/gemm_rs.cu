@@ -61,7 +61,8 @@ template <> struct rs_vec<float> {
     return make_int4(__float_as_int(v[0]), __float_as_int(v[1]), __float_as_int(v[2]), __float_as_int(v[3]));
   }
 };
-template <class H2> struct rs_vec16 {
+/* 16-bit T, 8 per vector (f2: one word, two elements, as floats) */
+template <class T> struct rs_vec16 {
   static constexpr int n = 8;
   static __device__ __forceinline__ float2 f2(uint32_t w);
   static __device__ __forceinline__ void add(float *acc, int4 q) {
@@ -73,31 +74,22 @@ template <class H2> struct rs_vec16 {
       acc[2 * i + 1] += f.y;
     }
   }
+  static __device__ __forceinline__ int4 pack(const float *v) {
+    int4 q;
+    uint32_t *w = (uint32_t *)&q;
+#pragma unroll
+    for (int i = 0; i < 4; i++) w[i] = hop_pack2((T *)0, v[2 * i], v[2 * i + 1]);
+    return q;
+  }
 };
-template <> __device__ __forceinline__ float2 rs_vec16<__nv_bfloat162>::f2(uint32_t w) {
+template <> __device__ __forceinline__ float2 rs_vec16<__nv_bfloat16>::f2(uint32_t w) {
   return __bfloat1622float2(*(const __nv_bfloat162 *)&w);
 }
-template <> __device__ __forceinline__ float2 rs_vec16<__half2>::f2(uint32_t w) {
+template <> __device__ __forceinline__ float2 rs_vec16<__half>::f2(uint32_t w) {
   return __half22float2(*(const __half2 *)&w);
 }
-template <> struct rs_vec<__nv_bfloat16> : rs_vec16<__nv_bfloat162> {
-  static __device__ __forceinline__ int4 pack(const float *v) {
-    int4 q;
-    uint32_t *w = (uint32_t *)&q;
-#pragma unroll
-    for (int i = 0; i < 4; i++) w[i] = hop_pack2((__nv_bfloat16 *)0, v[2 * i], v[2 * i + 1]);
-    return q;
-  }
-};
-template <> struct rs_vec<__half> : rs_vec16<__half2> {
-  static __device__ __forceinline__ int4 pack(const float *v) {
-    int4 q;
-    uint32_t *w = (uint32_t *)&q;
-#pragma unroll
-    for (int i = 0; i < 4; i++) w[i] = hop_pack2((__half *)0, v[2 * i], v[2 * i + 1]);
-    return q;
-  }
-};
+template <> struct rs_vec<__nv_bfloat16> : rs_vec16<__nv_bfloat16> {};
+template <> struct rs_vec<__half> : rs_vec16<__half> {};
 
 template <int ACT, class T>
 struct rs_side {
@@ -186,16 +178,7 @@ static __device__ __forceinline__ int rs_diagnose(const rs_kparams &p, const rs_
     return 1;
   }
   if (blockIdx.x != 0) return 0;
-  const uint64_t want = loom_call_tag(epoch, c.op);
-  for (int s = 0; s < c.nranks; s++) {
-    if (s == c.rank) continue;
-    const uint64_t tag = ptx_ld_acquire_sys_u64(loom_flag_ptr(c, c.rank, s, loom_tag_slot(c)));
-    if (tag != want) {
-      *f = loom_wait_fail{LOOM_INVALID_USAGE, s, LOOM_WAIT_CALL_MISMATCH, 0, want, tag, 0};
-      return 1;
-    }
-  }
-  return 0;
+  return coll_check_tags<false>(c, epoch, 0, f); /* its first tile acquired every source's flag */
 }
 
 template <class CFG, int ACT, int OUT>
@@ -227,7 +210,7 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
 /* ---- host ------------------------------------------------------------------ */
 
 template <class CFG, int ACT, int OUT>
-static cudaError_t rs_launch(const loom_dev_comm *c, const loom_rs_args *a, cudaStream_t stream) {
+static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cudaStream_t stream) {
   const int R = c->nranks, r = c->rank, mo = a->m / R;
   if (R > LOOM_AG_MAX_RANKS || a->m % R) return cudaErrorInvalidValue;
   rs_kparams kp;
@@ -276,12 +259,12 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_rs_args *a, cuda
 }
 
 template <class CFG, int ACT, int OUT> struct rs_launcher {
-  static cudaError_t run(const loom_dev_comm *c, const loom_rs_args *a, cudaStream_t s) {
+  static cudaError_t run(const loom_dev_comm *c, const loom_coll_args *a, cudaStream_t s) {
     return rs_launch<CFG, ACT, OUT>(c, a, s);
   }
 };
 
-extern "C" cudaError_t loom_launch_gemm_rs(const loom_dev_comm *c, const loom_rs_args *a,
+extern "C" cudaError_t loom_launch_gemm_rs(const loom_dev_comm *c, const loom_coll_args *a,
                                            cudaStream_t stream) {
   return coll_dispatch<rs_launcher>(c, a, a->dtype, a->act, c->nranks, a->m / c->nranks, a->n, stream);
 }

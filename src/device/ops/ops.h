@@ -76,21 +76,25 @@ static inline LOOM_HD size_t loom_ag_stride(int64_t m, int64_t k, size_t esize) 
   return loom_align_up((size_t)m * (size_t)k * esize, 256);
 }
 
+/* What a collective GEMM launch takes (both operators; each uses the
+ * fields its comment names). */
 typedef struct {
-  int dtype;             /* loom_dtype_t of a, b, c */
-  int act;               /* loom_activation_t, or -1: none (RELU, GELU, SILU only) */
-  int m, n, k;
+  int dtype;              /* loom_dtype_t of a, b, c */
+  int act;                /* loom_activation_t, or -1: none (RELU, GELU, SILU only) */
+  int m, n, k;            /* loom_gemm_args_t's (reduce-scatter: m = every rank's rows) */
   const void *a, *b;
   void *c;
-  char *data_local;      /* this rank's data region (device address of its window) */
-  uint64_t *flags_local; /* this rank's flags[0][0] (device address of its window) */
-  uint32_t *counters;    /* [nranks][slots], zero between calls */
-  uint32_t *error;       /* the engine's error word (loom_ctrl.op_error) */
-} loom_ag_args;
+  char *data_local;       /* this rank's data region (device address of its window) */
+  uint64_t *flags_local;  /* this rank's flags[0][0] (device address of its window) */
+  uint32_t *counters;     /* all-gather: [nranks][slots], zero between calls */
+  void *const *peer_base; /* reduce-scatter: host array, every rank's window base
+                             (this GPU's addresses) */
+  uint32_t *error;        /* the engine's error word (loom_ctrl.op_error) */
+} loom_coll_args;
 
 /* Launch the all-gather GEMM kernel: every SM of the communicator (a
  * loopback rank's share), one block each, cooperative. */
-cudaError_t loom_launch_ag_gemm(const loom_dev_comm *c, const loom_ag_args *a,
+cudaError_t loom_launch_ag_gemm(const loom_dev_comm *c, const loom_coll_args *a,
                                 cudaStream_t stream);
 
 /* ---- GEMM + reduce-scatter (gemm_rs.cu; docs/collective_gemm.md) --------
@@ -116,18 +120,8 @@ static inline LOOM_HD int64_t loom_rs_slots(int64_t mo, int64_t n) {
   return (mo + LOOM_RS_MIN_TILE - 1) / LOOM_RS_MIN_TILE * ((n + LOOM_RS_MIN_TILE - 1) / LOOM_RS_MIN_TILE) + 2;
 }
 
-typedef struct {
-  int dtype;             /* loom_dtype_t of a, b, c */
-  int act;               /* loom_activation_t, or -1: none */
-  int m, n, k;           /* m = M: rows of a (every rank's output rows) */
-  const void *a, *b;
-  void *c;               /* [M / nranks x n] */
-  void *const *peer_base; /* host array: every rank's window base (this GPU's addresses) */
-  uint64_t *flags_local; /* this rank's flags[0][0] */
-  uint32_t *error;       /* the engine's error word (loom_ctrl.op_error) */
-} loom_rs_args;
 
-cudaError_t loom_launch_gemm_rs(const loom_dev_comm *c, const loom_rs_args *a,
+cudaError_t loom_launch_gemm_rs(const loom_dev_comm *c, const loom_coll_args *a,
                                 cudaStream_t stream);
 
 #ifdef __cplusplus
