@@ -362,6 +362,25 @@ loom_result_t loom_gemm_rs_workspace_bytes(const loom_gemm_args_t *args, int nra
 loom_result_t loom_gemm_rs(loom_comm_t comm, const loom_gemm_args_t *args,
                            cudaStream_t stream);
 
+/* GEMM + all-reduce, same struct:
+ *   a  [m x k]   this rank's activations
+ *   b  [n x k]   this rank's weights (nn.Linear layout)
+ *   c  [m x n]   act(sum over ranks s of a_s b_s^T), the same bits on every rank
+ * A reduce-scatter (as loom_gemm_rs: rank o sums the partials of its rows in
+ * rank order in fp32 and applies the activation) followed, tile by tile, by
+ * an all-gather in which every rank reads the other ranks' finished rows
+ * over NVLink. Rank o owns rows [o*q + min(o, m % R), ...), q = m / R,
+ * one more row for the first m % R ranks: any m >= 1 is taken. Otherwise
+ * the rules of loom_ag_gemm. On one rank it is the plain GEMM.
+ *   bytes        [out] (nranks + 1) * ceil(m/nranks) * n * element size, each
+ *                      part rounded up to 256 bytes (nranks > 1; 0 on one).
+ *   signal_slots [out] two per 128 x 128 tile of the ceil(m/nranks) x n
+ *                      rows a rank owns, plus the two reserved. */
+loom_result_t loom_gemm_ar_workspace_bytes(const loom_gemm_args_t *args, int nranks,
+                                           size_t *bytes, int *signal_slots);
+loom_result_t loom_gemm_ar(loom_comm_t comm, const loom_gemm_args_t *args,
+                           cudaStream_t stream);
+
 /* ------------------------------------------------------------------------
  * The MoE layer forward, as one persistent kernel per GPU.
  *

@@ -1,6 +1,9 @@
 /* The collective GEMMs: validation, workspace sizing and launch of the
- * all-gather GEMM (src/device/ops/ag_gemm.cu) and the GEMM + reduce-scatter
- * (src/device/ops/gemm_rs.cu); docs/collective_gemm.md. */
+ * all-gather GEMM (src/device/ops/ag_gemm.cu), the GEMM + reduce-scatter and
+ * the GEMM + all-reduce (src/device/ops/gemm_rs.cu); docs/collective_gemm.md.
+ * On one rank the reduce-scatter and the all-reduce are the plain GEMM
+ * c = act(a b^T): they launch the all-gather kernel, which is that GEMM at
+ * one rank (no window, no signal). */
 #include <stdint.h>
 
 #include "internal.h"
@@ -110,29 +113,6 @@ static loom_coll_args launch_args(loom_comm_t comm, const loom_gemm_args_t *a) {
   return la;
 }
 
-loom_result_t loom_ag_gemm(loom_comm_t comm, const loom_gemm_args_t *args, cudaStream_t stream) {
-  loom_clear_error();
-  const char *fn = "loom_ag_gemm";
-  loom_result_t res = loom_check_comm(fn, comm);
-  if (res != LOOM_SUCCESS) return res;
-  size_t es = 0, need = 0;
-  int slots = 0;
-  res = check_args(fn, args, comm->nranks, &es);
-  if (res != LOOM_SUCCESS) return res;
-  const loom_gemm_args_t *a = args;
-  res = loom_ag_gemm_workspace_bytes(a, comm->nranks, &need, &slots);
-  if (res != LOOM_SUCCESS) return res;
-  res = check_call(fn, "loom_ag_gemm_workspace_bytes", comm, a, es, (int64_t)comm->nranks * a->m, need,
-                   slots);
-  if (res != LOOM_SUCCESS) return res;
-
-  loom_dev_comm dc = loom_comm_dev_view(comm, LOOM_OP_AG_GEMM);
-  const loom_coll_args la = launch_args(comm, a);
-  CUDA_CHECK(loom_launch_ag_gemm(&dc, &la, stream));
-  return LOOM_SUCCESS;
-fail:
-  return res;
-}
 
 /* ---- GEMM + reduce-scatter ------------------------------------------------ */
 
@@ -160,28 +140,88 @@ loom_result_t loom_gemm_rs_workspace_bytes(const loom_gemm_args_t *args, int nra
   return LOOM_SUCCESS;
 }
 
-loom_result_t loom_gemm_rs(loom_comm_t comm, const loom_gemm_args_t *args, cudaStream_t stream) {
+
+/* ---- GEMM + all-reduce ------------------------------------------------------ */
+
+loom_result_t loom_gemm_ar_workspace_bytes(const loom_gemm_args_t *args, int nranks, size_t *bytes,
+                                           int *signal_slots) {
   loom_clear_error();
-  const char *fn = "loom_gemm_rs";
+  const char *fn = "loom_gemm_ar_workspace_bytes";
+  size_t es = 0;
+  loom_result_t res = check_args(fn, args, nranks, &es);
+  if (res != LOOM_SUCCESS) return res;
+  LOOM_ARG(bytes != NULL, fn, "bytes is NULL");
+  const int64_t mo = (args->m + nranks - 1) / nranks; /* the largest owner's rows */
+  *bytes = nranks == 1 ? 0 : (size_t)(nranks + 1) * loom_rs_stride(mo, args->n, es);
+  if (signal_slots) {
+    const int64_t slots = nranks == 1 ? 3 : loom_ar_slots(args->m, nranks, args->n);
+    LOOM_ARG(slots <= LOOM_MAX_SIGNAL_SLOTS, fn,
+             "m (%lld) over %d ranks x n (%lld) needs %lld signal slots, more than a communicator "
+             "has (%d)",
+             (long long)args->m, nranks, (long long)args->n, (long long)slots, LOOM_MAX_SIGNAL_SLOTS);
+    *signal_slots = (int)slots;
+  }
+  return LOOM_SUCCESS;
+}
+
+/* ---- the calls ------------------------------------------------------------- */
+
+/* One call of operator `op` (LOOM_OP_AG_GEMM, _GEMM_RS, _GEMM_AR): the
+ * shared checks, the operator's own (its workspace function, named in the
+ * messages, and c's rows), then the launch. One rank: the reduce-scatter
+ * and the all-reduce are the plain GEMM, which is the all-gather kernel's. */
+static loom_result_t coll_call(const char *fn, int op, loom_comm_t comm, const loom_gemm_args_t *a,
+                               cudaStream_t stream) {
+  loom_clear_error();
   loom_result_t res = loom_check_comm(fn, comm);
   if (res != LOOM_SUCCESS) return res;
   size_t es = 0, need = 0;
   int slots = 0;
-  res = check_args(fn, args, comm->nranks, &es);
+  res = check_args(fn, a, comm->nranks, &es);
   if (res != LOOM_SUCCESS) return res;
-  const loom_gemm_args_t *a = args;
-  LOOM_ARG(a->m % comm->nranks == 0, fn,
-           "m (%lld) must be a multiple of the %d ranks (each gets m / nranks rows)", (long long)a->m,
-           comm->nranks);
-  res = loom_gemm_rs_workspace_bytes(a, comm->nranks, &need, &slots);
+  const int R = comm->nranks;
+  const char *sizer;
+  int64_t c_rows;
+  if (op == LOOM_OP_GEMM_RS) {
+    LOOM_ARG(a->m % R == 0, fn, "m (%lld) must be a multiple of the %d ranks (each gets m / nranks rows)",
+             (long long)a->m, R);
+    sizer = "loom_gemm_rs_workspace_bytes";
+    c_rows = a->m / R;
+    res = loom_gemm_rs_workspace_bytes(a, R, &need, &slots);
+  } else if (op == LOOM_OP_GEMM_AR) {
+    sizer = "loom_gemm_ar_workspace_bytes";
+    c_rows = a->m;
+    res = loom_gemm_ar_workspace_bytes(a, R, &need, &slots);
+  } else {
+    sizer = "loom_ag_gemm_workspace_bytes";
+    c_rows = (int64_t)R * a->m;
+    res = loom_ag_gemm_workspace_bytes(a, R, &need, &slots);
+  }
   if (res != LOOM_SUCCESS) return res;
-  res = check_call(fn, "loom_gemm_rs_workspace_bytes", comm, a, es, a->m / comm->nranks, need, slots);
+  res = check_call(fn, sizer, comm, a, es, c_rows, need, slots);
   if (res != LOOM_SUCCESS) return res;
 
-  loom_dev_comm dc = loom_comm_dev_view(comm, LOOM_OP_GEMM_RS);
+  loom_dev_comm dc = loom_comm_dev_view(comm, op);
   const loom_coll_args la = launch_args(comm, a);
-  CUDA_CHECK(loom_launch_gemm_rs(&dc, &la, stream));
+  if (R == 1 || op == LOOM_OP_AG_GEMM)
+    CUDA_CHECK(loom_launch_ag_gemm(&dc, &la, stream));
+  else if (op == LOOM_OP_GEMM_RS)
+    CUDA_CHECK(loom_launch_gemm_rs(&dc, &la, stream));
+  else
+    CUDA_CHECK(loom_launch_gemm_ar(&dc, &la, stream));
   return LOOM_SUCCESS;
 fail:
   return res;
+}
+
+loom_result_t loom_ag_gemm(loom_comm_t comm, const loom_gemm_args_t *args, cudaStream_t stream) {
+  return coll_call("loom_ag_gemm", LOOM_OP_AG_GEMM, comm, args, stream);
+}
+
+loom_result_t loom_gemm_rs(loom_comm_t comm, const loom_gemm_args_t *args, cudaStream_t stream) {
+  return coll_call("loom_gemm_rs", LOOM_OP_GEMM_RS, comm, args, stream);
+}
+
+loom_result_t loom_gemm_ar(loom_comm_t comm, const loom_gemm_args_t *args, cudaStream_t stream) {
+  return coll_call("loom_gemm_ar", LOOM_OP_GEMM_AR, comm, args, stream);
 }

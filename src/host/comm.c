@@ -96,6 +96,7 @@ static const char *op_name(int op) {
   case LOOM_OP_MOE: return "moe forward";
   case LOOM_OP_AG_GEMM: return "all-gather gemm";
   case LOOM_OP_GEMM_RS: return "gemm reduce-scatter";
+  case LOOM_OP_GEMM_AR: return "gemm all-reduce";
   }
   return "unknown operator";
 }

@@ -1,6 +1,6 @@
 /*
- * GPU tests of the fused collective GEMMs (loom_ag_gemm, loom_gemm_rs) on
- * 1, 2, 4 and 8 ranks, skipping sizes the machine lacks:
+ * GPU tests of the fused collective GEMMs (loom_ag_gemm, loom_gemm_rs,
+ * loom_gemm_ar) on 1, 2, 4 and 8 ranks, skipping sizes the machine lacks:
  *
  *   test_collective single    one process drives every GPU
  *   test_collective multi     one process per GPU
@@ -15,10 +15,16 @@
  * reduce-scatter TOL_16BIT_RS) or TOL_TF32 (fp32 storage, TF32 math). Shapes put m, n and k off the tiles (m not a
  * multiple of 128, n not of the tile width, k not of the 64-wide k-block)
  * and include m = 1. Cases alternate the kernel's two tiles (LOOM_AG_TILE
- * = narrow, wide: 128 x 128 ping-pong, 128 x 256 cooperative).
+ * = narrow, wide: 128 x 128 ping-pong, 128 x 256 cooperative) and, for
+ * the reduce-scatter and all-reduce, the column chunks of the task order
+ * (LOOM_RS_CHUNKS = 1 or 3; the automatic choice is 1 for shapes this
+ * small). All-reduce: every rank's C must also be the same bits (checked
+ * where one process holds every rank).
  * One process: a CUDA graph of one call per rank, replayed with new A.
  * All-gather: shape (m, n, k) = this rank's rows; reduce-scatter: every
- * rank's A has R m rows and C gets m of the sum.
+ * rank's A has R m rows and C gets m of the sum; all-reduce: every rank's
+ * A has m rows (owners of m / R or m / R + 1 rows; none for m = 1) and C
+ * gets all m rows of the sum.
  * Fault (each operator): on 2+ ranks the last rank never calls; every other rank must
  * report LOOM_TIMEOUT naming it (or LOOM_PEER_ERROR carrying another
  * rank's such timeout), within timeout + 2 s, and the
@@ -58,8 +64,8 @@ static const uint64_t SEED = 0xa11ea7e4ull;
 typedef struct {
   int m, n, k;
 } shape_t;
-enum { OP_AG, OP_RS, NUM_OPS };
-static const char *const OP_NAME[NUM_OPS] = {"all-gather", "reduce-scatter"};
+enum { OP_AG, OP_RS, OP_AR, NUM_OPS };
+static const char *const OP_NAME[NUM_OPS] = {"all-gather", "reduce-scatter", "all-reduce"};
 /* the last one only on up to 2 ranks (its CPU reference is the long one) */
 static const shape_t SHAPES[] = {{100, 136, 200}, {1, 8, 8}, {128, 256, 64}, {257, 264, 1032}, {600, 520, 2056}};
 #define NSHAPES ((int)(sizeof SHAPES / sizeof SHAPES[0]))
@@ -127,12 +133,15 @@ static loom_comm_config_t test_config(int R, int timeout_ms) {
   if (loom_ag_gemm_workspace_bytes(&big, R, &bytes, NULL) != LOOM_SUCCESS) bytes = 64u << 20;
   big.m = 600 * R;
   if (loom_gemm_rs_workspace_bytes(&big, R, &rs, NULL) != LOOM_SUCCESS) rs = 64u << 20;
+  if (rs > bytes) bytes = rs;
+  big.m = 600;
+  if (loom_gemm_ar_workspace_bytes(&big, R, &rs, NULL) != LOOM_SUCCESS) rs = 64u << 20;
   cfg.workspace_bytes = (int64_t)(bytes > rs ? bytes : rs);
   cfg.timeout_ms = timeout_ms;
   return cfg;
 }
 
-/* Rows of each rank's A: m (all-gather), R m (reduce-scatter). */
+/* Rows of each rank's A: m (all-gather, all-reduce), R m (reduce-scatter). */
 static int rows_a(int op, int R, const shape_t *s) { return op == OP_RS ? R * s->m : s->m; }
 
 /* Upload rank r's inputs of case cs, call k (A of `arows` rows). */
@@ -173,7 +182,7 @@ static int verify(const rank_ctx *c, int op, int R, int cs, int data_call, int k
   size_t es = 0;
   loom_dtype_size(dt, &es);
   /* output rows: every rank's m (all-gather), or this rank's m of the sum */
-  const int M = op == OP_RS ? s->m : R * s->m, n = s->n, K = s->k, ar = rows_a(op, R, s);
+  const int M = op == OP_AG ? R * s->m : s->m, n = s->n, K = s->k, ar = rows_a(op, R, s);
   float *out = malloc((size_t)M * n * sizeof(float));
   void *raw = malloc((size_t)M * n * es);
   float *A = malloc((size_t)ar * K * sizeof(float)), *B = malloc((size_t)n * K * sizeof(float));
@@ -192,16 +201,17 @@ static int verify(const rank_ctx *c, int op, int R, int cs, int data_call, int k
     goto done;
   }
   ref_unpack_array(out, raw, (size_t)M * n, (int)dt);
-  const double tol = dt == LOOM_FP32 ? TOL_TF32 : op == OP_RS ? TOL_16BIT_RS : TOL_16BIT;
+  const double tol = dt == LOOM_FP32 ? TOL_TF32 : op != OP_AG ? TOL_16BIT_RS : TOL_16BIT;
   double w = 0;
   int bad_row = -1;
-  if (op == OP_RS) { /* rows [rank m, (rank+1) m) of sum_s A_s B_s^T */
+  if (op != OP_AG) { /* rows [rank m, (rank+1) m) (all-reduce: all m) of sum_s A_s B_s^T */
+    const int row0 = op == OP_RS ? c->rank * M : 0;
     for (size_t e = 0; e < (size_t)M * n; e++) sum[e] = 0;
     for (int src = 0; src < R; src++) {
       gen_matrix(A, (size_t)ar * K, cs, data_call, src, 0, dt);
       gen_matrix(B, (size_t)n * K, cs, 0, src, 1, dt);
       for (int i = 0; i < M; i++) {
-        const float *a = A + ((size_t)c->rank * M + i) * K;
+        const float *a = A + ((size_t)row0 + i) * K;
         for (int j = 0; j < n; j++) {
           const float *b = B + (size_t)j * K;
           double acc = 0;
@@ -256,7 +266,28 @@ done:
 }
 
 static loom_result_t call_op(int op, loom_comm_t comm, const loom_gemm_args_t *a, cudaStream_t s) {
-  return op == OP_RS ? loom_gemm_rs(comm, a, s) : loom_ag_gemm(comm, a, s);
+  return op == OP_RS ? loom_gemm_rs(comm, a, s) : op == OP_AR ? loom_gemm_ar(comm, a, s) : loom_ag_gemm(comm, a, s);
+}
+
+/* All-reduce: rank 0's C of call k is the same bits as every other rank's
+ * (one process holds every rank: cs[0 .. R-1]); one CHECK. */
+static int same_everywhere(const rank_ctx *cs, int R, int k, size_t bytes, const char *what) {
+  unsigned char *c0 = malloc(bytes), *ci = malloc(bytes);
+  int bad = !c0 || !ci, rank = -1;
+  if (!bad && (cudaSetDevice(cs[0].device) != cudaSuccess ||
+               cudaMemcpy(c0, cs[0].c[k], bytes, cudaMemcpyDeviceToHost) != cudaSuccess))
+    bad = 1;
+  for (int i = 1; i < R && !bad; i++) {
+    if (cudaSetDevice(cs[i].device) != cudaSuccess ||
+        cudaMemcpy(ci, cs[i].c[k], bytes, cudaMemcpyDeviceToHost) != cudaSuccess || memcmp(c0, ci, bytes)) {
+      bad = 1;
+      rank = i;
+    }
+  }
+  CHECK(!bad, "%s: all-reduce call %d: rank %d's C differs from rank 0's (or a copy failed)", what, k, rank);
+  free(c0);
+  free(ci);
+  return bad ? -1 : 0;
 }
 
 static int case_allowed(int R, int si) {
@@ -285,7 +316,7 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
       const loom_dtype_t dt = DTYPES[di];
       const int act = ACTS[(si + di + op) % 4];
       const int id = op * 64 + si * 3 + di, ar = rows_a(op, R, s);
-      const size_t c_elems = (size_t)(op == OP_RS ? 1 : R) * s->m * s->n;
+      const size_t c_elems = (size_t)(op == OP_AG ? R : 1) * s->m * s->n;
       size_t es = 0;
       loom_dtype_size(dt, &es);
       for (int i = 0; i < nl && rc == 0; i++) {
@@ -298,6 +329,7 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
       /* both of the kernel's tiles, case by case (the automatic choice
        * takes the 128 x 128 one for every shape here) */
       setenv("LOOM_AG_TILE", id % 2 ? "wide" : "narrow", 1);
+      setenv("LOOM_RS_CHUNKS", id / 2 % 2 ? "3" : "1", 1);
       /* two calls back to back, no host sync between them */
       for (int k = 0; k < CALLS; k++)
         for (int i = 0; i < nl; i++) {
@@ -320,11 +352,14 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
           if (verify(&cs[i], op, R, id, k, k, s, dt, act, what, &w) != 0) rc = -1;
           if (w > worst_all) worst_all = w;
         }
+      for (int k = 0; k < CALLS && op == OP_AR && nl == R && R > 1; k++)
+        if (same_everywhere(cs, R, k, c_elems * es, what) != 0) rc = -1;
       ncase++;
     }
   }
   unsetenv("LOOM_AG_TILE");
-  printf("  %s R=%d: %d cases (both operators) x %d calls, worst row error %.3g\n", what, R, ncase, CALLS,
+  unsetenv("LOOM_RS_CHUNKS");
+  printf("  %s R=%d: %d cases (three operators) x %d calls, worst row error %.3g\n", what, R, ncase, CALLS,
          worst_all);
   free(tmp);
   free(packed);

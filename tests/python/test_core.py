@@ -218,6 +218,18 @@ class TestConfigs(unittest.TestCase):
                                                                None), Result.INVALID_ARGUMENT)
         self.assertIn("multiples of 8", loom.last_error())
 
+    def test_gemm_ar_workspace(self):
+        # any m: 301 rows over 4 ranks, 76 at most; R partials + the reduced
+        # rows of 76 x 264 bf16, each rounded to 256 bytes; 1 x 3 tiles, twice,
+        # + 2 slots; one rank needs no workspace and 3 slots
+        a = _lib.gemm_args_init()
+        a.m, a.n, a.k = 301, 264, 1032
+        b, s = ctypes.c_size_t(), ctypes.c_int()
+        for nranks, want in ((4, (5 * 40192, 8)), (1, (0, 3))):
+            self.assertEqual(_lib.lib.loom_gemm_ar_workspace_bytes(
+                ctypes.byref(a), nranks, ctypes.byref(b), ctypes.byref(s)), Result.SUCCESS)
+            self.assertEqual((b.value, s.value), want)
+
     def test_init_macros(self):
         c = _lib.moe_config_init()
         self.assertEqual((c.struct_size, c.version), (88, _lib.API_VERSION))

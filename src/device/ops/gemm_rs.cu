@@ -1,23 +1,31 @@
 /*
- * GEMM + reduce-scatter as one persistent kernel per GPU
- * (docs/collective_gemm.md): rank r gets rows [r Mo, (r+1) Mo) of
- * act(sum_s A_s B_s^T), Mo = M / R.
+ * GEMM + reduce-scatter and GEMM + all-reduce as one persistent kernel per
+ * GPU (docs/collective_gemm.md): rank r gets act(sum_s A_s B_s^T), its own
+ * rows (reduce-scatter, Mo = M / R each) or all of them (all-reduce).
  *
  * The kernel is the tile engine (hop_gemm_run) with R host groups, one per
- * owner o of output rows, in the order o = r+1, r+2, ..., r: its partial
- * tiles for o leave first and its own last. The epilogue stores a partial
- * tile straight into o's window (part r of o's staging: peer addresses in
- * the group's output pointer), then one consumer thread signals it
- * (SIDE::done: the call tag, then the epoch into o's flag for that tile).
- * Before a group's first tile the engine's readiness wait holds the
- * producer until o has finished the previous call (o's completion credit,
- * target epoch - 1), so no store reaches a window that is still being read.
+ * owner o of output rows, in the order o = r+1, r+2, ..., r (own last),
+ * interleaved by column chunks (hop_params.n_chunk): chunk 0 of every owner,
+ * then chunk 1, ... So every owner's chunk j is complete on all ranks at
+ * about the same time, and its reduction runs under the GEMM of chunk j+1
+ * (without chunks, every owner's last partial would come at the very end).
+ * The epilogue stores a partial tile straight into o's window (part r of
+ * o's staging: peer addresses in the group's output pointer), then one
+ * consumer thread signals it (SIDE::done: the call tag, then the epoch into
+ * o's flag for that tile). Before a group's first tile the engine's
+ * readiness wait holds the producer until o has finished the previous call
+ * (o's completion credit, target epoch - 1), so no store reaches a window
+ * that is still being read.
  *
- * The reduction runs on the producer warpgroup's warps 1-3 (the side role,
- * 96 threads per block): for each of this rank's tiles, in the engine's
- * raster order, block b taking tiles b, b + grid, ..., wait for the R
- * sources' flags, sum their partials in source order in fp32 (bitwise
- * deterministic), apply the activation, round, store the rows of C.
+ * The side role (the producer warpgroup's warps 1-3, 96 threads per block)
+ * walks the same chunks: block b takes work items b, b + grid, ... in chunk
+ * order. A reduction item: wait for the R sources' flags of one of this
+ * rank's tiles, sum their partials in source order in fp32 (bitwise
+ * deterministic), apply the activation, round, store the rows of C. The
+ * all-reduce also stores the result in its window (part R) and signals every
+ * peer; its gather items (the peers' tiles of the same chunk) wait for the
+ * owner's signal and copy the owner's finished rows over NVLink into C.
+ * Every rank's C is then the same bits.
  */
 #include <cuda_runtime.h>
 
@@ -26,24 +34,34 @@
 #define RS_BAR_REDUCE HOP_BAR_SIDE_FIRST
 #define RS_THREADS 96
 
+/* Column chunks of the task order: at most RS_MAX_CHUNKS (each chunk reads
+ * the A rows once more), and fewer while one chunk of every owner (a phase)
+ * would not fill the grid once. LOOM_RS_CHUNKS=n forces n (tests cover 1
+ * and several; diagnostics). */
+#define RS_MAX_CHUNKS 4
+
 struct rs_kparams {
   hop_params hp;                           /* group_maps, groups: offsets to maps, groups */
   CUtensorMap maps[2 * LOOM_AG_MAX_RANKS]; /* (A rows of owner g, B) per group */
   hop_group groups[LOOM_AG_MAX_RANKS];
   loom_dev_comm c;
-  char *out;        /* C [mo x n] */
-  size_t stride;    /* loom_rs_stride */
-  int mo, n;        /* this rank's rows, columns */
-  int m_tiles, n_tiles, bm, bn, raster_m; /* the engine's tiles of one group */
+  const char *final_[LOOM_AG_MAX_RANKS]; /* all-reduce: rank o's reduced rows (window part R) */
+  char *out;        /* C: this rank's rows [mo x n] (reduce-scatter), all [m x n] (all-reduce) */
+  size_t stride;    /* loom_rs_stride of the largest owner's rows */
+  int m, n;         /* all rows (owner o: loom_ar_row0 / loom_ar_rows), columns */
+  int bm, bn, raster_m, n_tiles; /* the engine's tile, raster band, n-blocks */
+  int slot_tiles;   /* all-reduce: first signal slot of the owners' finished tiles */
 };
 static_assert(sizeof(rs_kparams) <= 4096, "kernel parameter: 4 KB");
 static_assert(hop_pp<HOP_BF16>::BM == LOOM_RS_MIN_TILE && hop_pp<HOP_BF16>::BN == LOOM_RS_MIN_TILE &&
                   hop_large_w1<HOP_BF16>::BM >= LOOM_RS_MIN_TILE && hop_large_w1<HOP_BF16>::BN >= LOOM_RS_MIN_TILE,
               "loom_rs_slots counts the smallest tile's flags");
+static_assert(hop_pp<HOP_BF16>::CL == 1 && hop_large_w1<HOP_BF16>::CL == 1, "n_chunk needs CL = 1");
 
 struct rs_state {
-  int failed; /* a flag poll gave up (fail holds why) */
-  int ok;     /* the poll's outcome, for the 96 threads */
+  int failed;     /* a flag poll gave up (fail holds why) */
+  int ok;         /* the poll's outcome, for the 96 threads */
+  int o, mb, nb;  /* the current work item: owner, tile (rs_item) */
   loom_wait_fail fail;
 };
 
@@ -91,10 +109,39 @@ template <> __device__ __forceinline__ float2 rs_vec16<__half>::f2(uint32_t w) {
 template <> struct rs_vec<__nv_bfloat16> : rs_vec16<__nv_bfloat16> {};
 template <> struct rs_vec<__half> : rs_vec16<__half> {};
 
-template <int ACT, class T>
+/* Owner o's rows (reduce-scatter: m % R == 0, so the same for every o). */
+static __device__ __forceinline__ int rs_rows(const rs_kparams &p, int o) {
+  return (int)loom_ar_rows(p.m, p.c.nranks, o);
+}
+
+/* Work item `item` of the side role: chunk-major as the engine's task order
+ * (hop_sched_next with n_chunk), owners o = r, r+1, ... inside a chunk (only
+ * r for the reduce-scatter), the engine's raster inside an owner's chunk.
+ * Returns the owner; *mb, *nb the tile. */
+template <bool AR>
+static __device__ __forceinline__ int rs_item(const rs_kparams &p, int item, int mt_all, int *mb, int *nb) {
+  const int R = p.c.nranks, r = p.c.rank, nc = p.hp.n_chunk;
+  const int j = item / (mt_all * nc), rem = item - j * mt_all * nc;
+  const int span = min(nc, p.n_tiles - j * nc), mp = rem / span;
+  int i = 0, base = 0, mt = (rs_rows(p, r) + p.bm - 1) / p.bm;
+  if (AR)
+    while (i + 1 < R && mp >= base + mt) {
+      base += mt;
+      i++;
+      mt = (rs_rows(p, (r + i) % R) + p.bm - 1) / p.bm;
+    }
+  const int local = rem - base * span, band = p.raster_m * span;
+  const int m0 = local / band * p.raster_m, in = local % band, band_m = min(p.raster_m, mt - m0);
+  *mb = m0 + in % band_m;
+  *nb = j * nc + in / band_m;
+  return (r + i) % R;
+}
+
+template <int ACT, class T, bool AR>
 struct rs_side {
   static constexpr bool active = true;
   static constexpr bool has_done = true;
+  static constexpr bool chunked = true; /* hop_params.n_chunk's task order */
   const rs_kparams *P;
   uint64_t epoch;
   rs_state *st; /* shared memory */
@@ -109,44 +156,107 @@ struct rs_side {
     loom_signal(c, o, t.m_blk * P->n_tiles + t.n_blk, epoch);
   }
 
-  /* Warps 1-3 of the producer warpgroup, 40 registers: the reduction of
-   * this rank's tiles (polls only; a fault is settled afterwards). */
+  /* Thread 0 of the 96: work item `item` into st (rs_item), then the flags
+   * it waits for: the R sources' partials of an own tile, or the owner's
+   * signal of its finished tile. A poll that gives up sets st->failed
+   * (settled after the engine). */
+  __device__ __forceinline__ void claim(int item, int mt_all) const {
+    const rs_kparams &p = *P;
+    const loom_dev_comm &c = p.c;
+    int mb, nb;
+    const int o = rs_item<AR>(p, item, mt_all, &mb, &nb);
+    const int slot = mb * p.n_tiles + nb;
+    int ok = 1;
+    if (o == c.rank)
+      for (int s = 0; s < c.nranks && ok; s++) ok = loom_poll_flag(c, s, slot, epoch, LOOM_WAIT_SIGNAL, &st->fail);
+    else { /* the owner waits for the same sources this rank's reductions do: when a
+            * source is missing, give the owner's own timeout (which names it) one
+            * more period to arrive here as an abort, rather than name the owner */
+      ok = loom_poll_flag(c, o, p.slot_tiles + slot, epoch, LOOM_WAIT_SIGNAL, &st->fail);
+      if (!ok && st->fail.status == LOOM_TIMEOUT)
+        ok = loom_poll_flag(c, o, p.slot_tiles + slot, epoch, LOOM_WAIT_SIGNAL, &st->fail);
+    }
+    st->o = o;
+    st->mb = mb;
+    st->nb = nb;
+    st->ok = ok;
+    if (!ok) st->failed = 1;
+  }
+
+  /* Thread 0, all-reduce: own tile `slot` is in this rank's window (the 96
+   * threads' stores ordered before by their barrier): tell every peer. */
+  __device__ __forceinline__ void publish(int slot) const {
+    const loom_dev_comm &c = P->c;
+    __threadfence_system();
+    for (int d = 1; d < c.nranks; d++) {
+      const int peer = (c.rank + d) % c.nranks;
+      ptx_st_release_sys_u64(loom_flag_ptr(c, peer, c.rank, loom_tag_slot(c)), loom_call_tag(epoch, c.op));
+      loom_signal(c, peer, P->slot_tiles + slot, epoch);
+    }
+  }
+
+  /* Warps 1-3 of the producer warpgroup, 40 registers: the reductions of
+   * this rank's tiles and (all-reduce) the copies of the peers' (polls
+   * only; a fault is settled afterwards). Per item, thread 0 decodes and
+   * polls into shared memory, so the vector loops carry little state. */
   __device__ __forceinline__ void operator()(int w) const {
     typedef rs_vec<T> V;
     const rs_kparams &p = *P;
-    const loom_dev_comm &c = p.c;
+    const int R = p.c.nranks, r = p.c.rank;
     const unsigned tid = (unsigned)(w * 32) + (threadIdx.x & 31u);
-    const char *staging = loom_local_ptr(c, c.data_offset);
-    const int total = p.m_tiles * p.n_tiles, band = p.raster_m * p.n_tiles;
-    for (int local = blockIdx.x; local < total; local += gridDim.x) {
-      /* the engine's raster order (hop_sched_next): tiles finish about in it */
-      const int m0 = local / band * p.raster_m, in = local % band;
-      const int band_m = min(p.raster_m, p.m_tiles - m0);
-      const int mb = m0 + in % band_m, nb = in / band_m;
-      if (tid == 0) {
-        int ok = 1;
-        for (int s = 0; s < c.nranks && ok; s++)
-          ok = loom_poll_flag(c, s, mb * p.n_tiles + nb, epoch, LOOM_WAIT_SIGNAL, &st->fail);
-        st->ok = ok;
-        if (!ok) st->failed = 1;
-      }
+    int mt_all = 0; /* m-blocks of the items of one chunk column */
+    for (int i = 0; i < (AR ? R : 1); i++) mt_all += (rs_rows(p, (r + i) % R) + p.bm - 1) / p.bm;
+    const int total = mt_all * p.n_tiles;
+    const size_t pitch = (size_t)p.n * sizeof(T);
+    for (int item = blockIdx.x; item < total; item += gridDim.x) {
+      if (tid == 0) claim(item, mt_all);
       ptx_named_bar_sync(RS_BAR_REDUCE, RS_THREADS);
       if (!st->ok) break;
-      const int rows = min(p.bm, p.mo - mb * p.bm), cols = min(p.bn, p.n - nb * p.bn);
-      const int vpr = cols / V::n; /* 16-byte vectors per row (n % 8 == 0) */
-      for (int v = (int)tid; v < rows * vpr; v += RS_THREADS) {
-        const int i = v / vpr, j = v - i * vpr;
-        const size_t off = ((size_t)(mb * p.bm + i) * p.n + (size_t)nb * p.bn) * sizeof(T) + (size_t)j * 16;
-        float acc[V::n];
+      const int o = st->o, mb = st->mb, nb = st->nb;
+      const int rows = min(p.bm, rs_rows(p, o) - mb * p.bm);
+      const int vpr = min(p.bn, p.n - nb * p.bn) / V::n; /* 16-byte vectors per row (n % 8 == 0) */
+      const int nv = rows * vpr;
+      /* the tile inside an owner's rows, and where it goes in C */
+      const size_t tile_off = (size_t)mb * p.bm * pitch + (size_t)nb * p.bn * sizeof(T);
+      char *const out = p.out + (AR ? (size_t)loom_ar_row0(p.m, R, o) * pitch : 0) + tile_off;
+      if (o == r) {
+        const char *const src = loom_local_ptr(p.c, p.c.data_offset) + tile_off;
+        char *const fin = AR ? (char *)p.final_[r] + tile_off : NULL;
+        for (int v = (int)tid; v < nv; v += RS_THREADS) {
+          const int i = v / vpr;
+          const size_t off = (size_t)i * pitch + (size_t)(v - i * vpr) * 16;
+          float acc[V::n];
 #pragma unroll
-        for (int e = 0; e < V::n; e++) acc[e] = 0.f;
-        for (int s = 0; s < c.nranks; s++) /* source order: deterministic */
-          V::add(acc, ptx_ld_cg_v4((const int4 *)(staging + (size_t)s * p.stride + off)));
+          for (int e = 0; e < V::n; e++) acc[e] = 0.f;
+          for (int s = 0; s < R; s++) /* source order: deterministic */
+            V::add(acc, ptx_ld_cg_v4((const int4 *)(src + (size_t)s * p.stride + off)));
 #pragma unroll
-        for (int e = 0; e < V::n; e++) acc[e] = hop_act<ACT>(acc[e]);
-        *(int4 *)(p.out + off) = V::pack(acc);
+          for (int e = 0; e < V::n; e++) acc[e] = hop_act<ACT>(acc[e]);
+          const int4 q = V::pack(acc);
+          *(int4 *)(out + off) = q;
+          if (AR) *(int4 *)(fin + off) = q;
+        }
+        if (AR) {
+          ptx_named_bar_sync(RS_BAR_REDUCE, RS_THREADS);
+          if (tid == 0) publish(mb * p.n_tiles + nb);
+        }
+      } else if (AR) { /* a peer's finished tile: its rows over NVLink into C */
+        const char *const src = p.final_[o] + tile_off;
+        for (int v0 = (int)tid; v0 < nv; v0 += 2 * RS_THREADS) {
+          int4 q[2]; /* two loads in flight per thread before the stores */
+          size_t off[2];
+#pragma unroll
+          for (int u = 0; u < 2; u++) {
+            const int v = v0 + u * RS_THREADS, i = v / vpr;
+            off[u] = (size_t)i * pitch + (size_t)(v - i * vpr) * 16;
+            if (v < nv) q[u] = ptx_ld_cg_v4((const int4 *)(src + off[u]));
+          }
+#pragma unroll
+          for (int u = 0; u < 2; u++)
+            if (v0 + u * RS_THREADS < nv) *(int4 *)(out + off[u]) = q[u];
+        }
       }
-      ptx_named_bar_sync(RS_BAR_REDUCE, RS_THREADS); /* st->ok read by all before the next poll */
+      ptx_named_bar_sync(RS_BAR_REDUCE, RS_THREADS); /* st read by all before the next claim */
     }
   }
 };
@@ -177,11 +287,12 @@ static __device__ __forceinline__ int rs_diagnose(const rs_kparams &p, const rs_
     }
     return 1;
   }
-  if (blockIdx.x != 0) return 0;
+  /* an all-reduce owner of no rows (m < R) received no partial: no check */
+  if (blockIdx.x != 0 || rs_rows(p, c.rank) == 0) return 0;
   return coll_check_tags<false>(c, epoch, 0, f); /* its first tile acquired every source's flag */
 }
 
-template <class CFG, int ACT, int OUT>
+template <class CFG, int ACT, int OUT, bool AR>
 __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_constant__ rs_kparams P) {
   typedef typename hop_out_type<OUT>::T T;
   extern __shared__ uint8_t rs_smem_raw[];
@@ -197,8 +308,8 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
   }
   __syncthreads();
   /* partials leave the epilogue as they are: the activation comes after the sum */
-  hop_gemm_run<CFG, HOP_ACT_NONE, OUT, rs_side<ACT, T>>(P.hp, rs_smem_raw, (uint32_t)epoch,
-                                                        rs_side<ACT, T>{&P, epoch, &st});
+  hop_gemm_run<CFG, HOP_ACT_NONE, OUT, rs_side<ACT, T, AR>>(P.hp, rs_smem_raw, (uint32_t)epoch,
+                                                            rs_side<ACT, T, AR>{&P, epoch, &st});
   __syncthreads(); /* consumers at 232 registers, the producer warpgroup at 40: light code only */
   if (threadIdx.x == 0) {
     loom_wait_fail f;
@@ -209,24 +320,39 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
 
 /* ---- host ------------------------------------------------------------------ */
 
-template <class CFG, int ACT, int OUT>
+/* Column chunks (see RS_MAX_CHUNKS) for n_tiles n-blocks and mt_all
+ * m-blocks over the owners: n-blocks per chunk. */
+static int rs_n_chunk(int n_tiles, int mt_all, int sms) {
+  int chunks = n_tiles < RS_MAX_CHUNKS ? n_tiles : RS_MAX_CHUNKS;
+  while (chunks > 1 && (int64_t)mt_all * ((n_tiles + chunks - 1) / chunks) < sms) chunks--;
+  const char *force = getenv("LOOM_RS_CHUNKS");
+  if (force && atoi(force) >= 1) chunks = atoi(force) < n_tiles ? atoi(force) : n_tiles;
+  return (n_tiles + chunks - 1) / chunks;
+}
+
+template <class CFG, int ACT, int OUT, bool AR>
 static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cudaStream_t stream) {
-  const int R = c->nranks, r = c->rank, mo = a->m / R;
-  if (R > LOOM_AG_MAX_RANKS || a->m % R) return cudaErrorInvalidValue;
+  const int R = c->nranks, r = c->rank;
+  if (R > LOOM_AG_MAX_RANKS || (!AR && a->m % R)) return cudaErrorInvalidValue;
   rs_kparams kp;
   memset(&kp, 0, sizeof kp);
   const size_t es = CFG::esize;
-  const size_t stride = loom_rs_stride(mo, a->n, es);
-  cudaError_t e = coll_params<CFG>(&kp.hp, HOP_ACT_NONE, R, mo, a->n, a->k, a->n, c->sms, a->error,
+  const int mo_max = (a->m + R - 1) / R;
+  const size_t stride = loom_rs_stride(mo_max, a->n, es);
+  cudaError_t e = coll_params<CFG>(&kp.hp, HOP_ACT_NONE, R, mo_max, a->n, a->k, a->n, c->sms, a->error,
                                    c->timeout_ns, offsetof(rs_kparams, groups) - offsetof(rs_kparams, hp),
                                    offsetof(rs_kparams, maps) - offsetof(rs_kparams, hp),
                                    a->n % 8 == 0 /* window parts: 256-aligned, rows of 16-byte multiples */);
   if (e != cudaSuccess) return e;
-  const int tiles = kp.hp.total_tiles / R;
+  const int n_tiles = kp.hp.n_tiles;
+  int tile_begin = 0;
   for (int g = 0; g < R; g++) {
     const int o = (r + 1 + g) % R;
-    const char *rows = (const char *)a->a + (size_t)o * mo * a->k * es;
-    if ((e = hop_make_map(&kp.maps[2 * g], CFG::dtype, rows, mo, a->k, a->k, CFG::BK, CFG::BM)) != cudaSuccess)
+    const int rows = (int)loom_ar_rows(a->m, R, o);
+    const char *src = (const char *)a->a + (size_t)loom_ar_row0(a->m, R, o) * a->k * es;
+    /* an owner of no rows (all-reduce, m < R): any valid map, no task reads it */
+    if ((e = hop_make_map(&kp.maps[2 * g], CFG::dtype, src, rows > 0 ? rows : 1, a->k, a->k, CFG::BK,
+                          CFG::BM)) != cudaSuccess)
       return e;
     if (g == 0) { /* every group's B is the same map: encode it once */
       if ((e = hop_make_map(&kp.maps[1], CFG::dtype, a->b, a->n, a->k, a->k, CFG::BK, CFG::b_box_rows)) !=
@@ -236,35 +362,50 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
       kp.maps[2 * g + 1] = kp.maps[1];
     }
     hop_group *hg = &kp.groups[g];
-    hg->rows = mo;
-    hg->tile_begin = g * tiles;
+    hg->rows = rows;
+    hg->tile_begin = tile_begin;
+    tile_begin += (rows + CFG::BM - 1) / CFG::BM * n_tiles;
     hg->c = (char *)a->peer_base[o] + c->data_offset + (size_t)r * stride; /* o's window, part r */
     /* o's completion credit of the previous call (in this rank's window):
      * target epoch - 1 = 0xFFFFFFFF + the epoch bias */
     hg->ready = (const uint32_t *)(a->flags_local + (size_t)o * c->slots + (c->slots - 1));
     hg->ready_target = 0xFFFFFFFFu;
     hg->ready_stride = 0;
+    kp.final_[o] = (const char *)a->peer_base[o] + c->data_offset + (size_t)R * stride;
   }
+  kp.hp.total_tiles = kp.hp.total_tasks = tile_begin;
+  kp.hp.n_chunk = rs_n_chunk(n_tiles, tile_begin / n_tiles, c->sms);
   kp.c = *c;
   kp.out = (char *)a->c;
   kp.stride = stride;
-  kp.mo = mo;
+  kp.m = a->m;
   kp.n = a->n;
-  kp.m_tiles = (mo + CFG::BM - 1) / CFG::BM;
-  kp.n_tiles = kp.hp.n_tiles;
   kp.bm = CFG::BM;
   kp.bn = CFG::BN;
   kp.raster_m = kp.hp.raster_m;
-  return coll_launch<CFG>(rs_gemm_kernel<CFG, ACT, OUT>, kp, c, stream);
+  kp.n_tiles = n_tiles;
+  kp.slot_tiles = (int)(loom_rs_slots(mo_max, a->n) - 2);
+  return coll_launch<CFG>(rs_gemm_kernel<CFG, ACT, OUT, AR>, kp, c, stream);
 }
 
 template <class CFG, int ACT, int OUT> struct rs_launcher {
   static cudaError_t run(const loom_dev_comm *c, const loom_coll_args *a, cudaStream_t s) {
-    return rs_launch<CFG, ACT, OUT>(c, a, s);
+    return rs_launch<CFG, ACT, OUT, false>(c, a, s);
+  }
+};
+template <class CFG, int ACT, int OUT> struct ar_launcher {
+  static cudaError_t run(const loom_dev_comm *c, const loom_coll_args *a, cudaStream_t s) {
+    return rs_launch<CFG, ACT, OUT, true>(c, a, s);
   }
 };
 
 extern "C" cudaError_t loom_launch_gemm_rs(const loom_dev_comm *c, const loom_coll_args *a,
                                            cudaStream_t stream) {
   return coll_dispatch<rs_launcher>(c, a, a->dtype, a->act, c->nranks, a->m / c->nranks, a->n, stream);
+}
+
+extern "C" cudaError_t loom_launch_gemm_ar(const loom_dev_comm *c, const loom_coll_args *a,
+                                           cudaStream_t stream) {
+  return coll_dispatch<ar_launcher>(c, a, a->dtype, a->act, c->nranks, (a->m + c->nranks - 1) / c->nranks,
+                                    a->n, stream);
 }

@@ -124,6 +124,29 @@ static inline LOOM_HD int64_t loom_rs_slots(int64_t mo, int64_t n) {
 cudaError_t loom_launch_gemm_rs(const loom_dev_comm *c, const loom_coll_args *a,
                                 cudaStream_t stream);
 
+/* ---- GEMM + all-reduce (gemm_rs.cu; docs/collective_gemm.md) -----------
+ * The reduce-scatter above with owner o's rows [loom_ar_row0(m, R, o),
+ * + loom_ar_rows(m, R, o)) (any m: the first m % R owners one row more),
+ * every part of the data region loom_rs_stride(ceil(m / R), N) bytes, and
+ * one more part after the R partials:
+ *   [R][stride]  the reduced rows (act applied, output dtype), which the
+ *                other ranks read over NVLink into their C.
+ * Signal slots: [0, T) the partial tiles as for the reduce-scatter (T =
+ * loom_rs_slots(ceil(m / R), N) - 2 tiles), [T, 2T) from owner o: its
+ * reduced tile t is in its window. */
+static inline LOOM_HD int64_t loom_ar_rows(int64_t m, int R, int o) {
+  return m / R + (o < m % R ? 1 : 0);
+}
+static inline LOOM_HD int64_t loom_ar_row0(int64_t m, int R, int o) {
+  return o * (m / R) + (o < m % R ? o : m % R);
+}
+static inline LOOM_HD int64_t loom_ar_slots(int64_t m, int R, int64_t n) {
+  return 2 * (loom_rs_slots((m + R - 1) / R, n) - 2) + 2;
+}
+
+cudaError_t loom_launch_gemm_ar(const loom_dev_comm *c, const loom_coll_args *a,
+                                cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -182,6 +182,7 @@ typedef enum {
   LOOM_OP_MOE = 3,
   LOOM_OP_AG_GEMM = 4,
   LOOM_OP_GEMM_RS = 5,
+  LOOM_OP_GEMM_AR = 6,
 } loom_op_id;
 
 #ifdef __cplusplus

@@ -275,6 +275,9 @@ struct hop_params {
   int32_t store16;               /* 1: every output row starts 16-byte aligned (C and ldc, or the
                                     caller's promise for row_ptr): 16-bit outputs are written 16
                                     bytes per lane (hop_epilogue); 0: column pairs */
+  int32_t n_chunk;               /* host groups, CL = 1: 0, or the task order interleaves the
+                                    groups every n_chunk n-blocks (hop_sched_next): chunk j of
+                                    group 0, 1, ..., then chunk j + 1 */
   int32_t maps_const;            /* 1: group_maps and groups are byte offsets from this struct's
                                     own address, into the operator's __grid_constant__ kernel
                                     parameter that holds it (hop_group_table, hop_group_maps):
@@ -420,12 +423,22 @@ static __device__ __forceinline__ hop_sched hop_sched_init(const hop_params &p, 
   return s;
 }
 
+/* Whether a SIDE (hop_gemm_run) asks for the column-chunk task order
+ * (hop_params.n_chunk): its `static constexpr bool chunked`, false when it
+ * has none. The other kernels do not carry that code. */
+template <class S, class = void> struct hop_side_chunked {
+  static constexpr bool value = false;
+};
+template <class S> struct hop_side_chunked<S, decltype((void)S::chunked, void())> {
+  static constexpr bool value = S::chunked;
+};
+
 /* Next task of this block, or 0 when done. Inside a group, tiles go in bands
  * of raster_m m-blocks: down the band's m-blocks first, then to the next
  * n-block, so the ~#SMs tiles in flight share a few A row blocks and B column
  * blocks in L2. Host and device groups differ only in where tile_begin, rows
  * and the row base come from (global hop_group vs the shared-memory table). */
-template <class CFG>
+template <class CFG, bool CH = false>
 static __device__ __forceinline__ int hop_sched_next(hop_sched *s, const hop_params &p,
                                                      hop_task *t) {
   const int task = s->next;
@@ -436,7 +449,7 @@ static __device__ __forceinline__ int hop_sched_next(hop_sched *s, const hop_par
     slice = task - tile * p.split_k; /* they run side by side on neighbouring blocks */
   }
   s->next += s->stride;
-  int tile_begin, rows;
+  int tile_begin, rows, span = p.n_tiles, n_off = 0; /* n-blocks of the raster, first one */
   if (s->tab) {
     const int32_t *tb = s->tab; /* tile_begin[G + 1], rows[G], row_offset[G] */
     while (s->group + 1 < p.num_groups && tile >= tb[s->group + 1]) s->group++;
@@ -444,6 +457,25 @@ static __device__ __forceinline__ int hop_sched_next(hop_sched *s, const hop_par
     rows = tb[p.num_groups + 1 + s->group];
     t->row_base = tb[2 * p.num_groups + 1 + s->group];
     t->desc = 0;
+  } else if (CH && p.n_chunk > 0) {
+    /* host groups interleaved by column chunks (hop_params.n_chunk; compiled
+     * in only for a SIDE with chunked = true, hop_side_chunked): chunk j
+     * (n-blocks [j n_chunk, + span)) of every group, group after group, then
+     * chunk j + 1. Inside a group's chunk the raster below, span wide. */
+    const hop_group *groups = hop_group_table(p);
+    const int mt_all = p.total_tiles / p.n_tiles; /* m-blocks of all groups */
+    const int j = tile / (mt_all * p.n_chunk);
+    const int rem = tile - j * mt_all * p.n_chunk;
+    span = min(p.n_chunk, p.n_tiles - j * p.n_chunk);
+    n_off = j * p.n_chunk;
+    const int mp = rem / span; /* m-block position over the groups in turn */
+    int g = 0;
+    while (g + 1 < p.num_groups && mp >= groups[g + 1].tile_begin / p.n_tiles) g++;
+    s->group = g;
+    tile_begin = tile - rem + groups[g].tile_begin / p.n_tiles * span; /* the group's chunk starts here */
+    rows = groups[g].rows;
+    t->row_base = 0;
+    t->desc = g;
   } else {
     const hop_group *groups = hop_group_table(p);
     while (s->group + 1 < p.num_groups && tile >= groups[s->group + 1].tile_begin) s->group++;
@@ -456,13 +488,13 @@ static __device__ __forceinline__ int hop_sched_next(hop_sched *s, const hop_par
   const int local = tile - tile_begin;
   /* clusters: task "m-blocks" are TM = CL * BM rows (a pair of tiles) */
   const int m_tiles = (rows + CFG::TM - 1) / CFG::TM;
-  const int band = p.raster_m * p.n_tiles;
+  const int band = p.raster_m * span;
   const int m0 = (local / band) * p.raster_m;
   const int in = local % band;
   const int band_m = min(p.raster_m, m_tiles - m0);
   t->group = s->group;
   t->m_blk = (m0 + in % band_m) * CFG::CL + s->rank;
-  t->n_blk = in / band_m;
+  t->n_blk = n_off + in / band_m;
   t->phantom = t->m_blk * CFG::BM >= rows;
   t->rows = rows;
   t->tile = tile;
@@ -609,7 +641,7 @@ static __device__ __forceinline__ void hop_release(const hop_smem &sm, uint32_t 
  * one stage in v1, all of its k-blocks otherwise (every task then takes
  * exactly kb1 - kb0 stages, which the ping-pong WGs rely on to skip the
  * other WG's tasks in the ring). */
-template <class CFG>
+template <class CFG, bool CH>
 static __device__ __forceinline__ void hop_producer(const hop_params &p, const hop_smem &sm,
                                                     uint32_t ready_bias) {
   hop_sched sc = hop_sched_init<CFG>(p, sm.dg);
@@ -621,7 +653,7 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
    * counter (acquired by thread 0 in hop_dg_build, then __syncthreads):
    * order this thread's TMA (async proxy) reads after it */
   if (sm.dg) ptx_fence_proxy_async_global();
-  while (hop_sched_next<CFG>(&sc, p, &t)) {
+  while (hop_sched_next<CFG, CH>(&sc, p, &t)) {
     const CUtensorMap *ma = &p.a, *mb = &p.b;
     if (p.group_maps) {
       ma = hop_group_maps(p) + 2 * t.group;
@@ -873,7 +905,7 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
   hop_task t;
   uint32_t stage = 0, phase = 0;
   if (CFG::ml == HOP_ML_V1) { /* ---- v1: wait_group 0 every stage ---- */
-    while (hop_sched_next<CFG>(&sc, p, &t)) {
+    while (hop_sched_next<CFG, hop_side_chunked<SIDE>::value>(&sc, p, &t)) {
       int skipped = 0;
       for (int kb = 0; kb < t.kb1; kb++) {
         hop_mbar_wait(&sm.full[stage], phase);
@@ -900,7 +932,7 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
       }
     }
   } else if (CFG::ml == HOP_ML_COOP) { /* ---- both WGs on each task, one batch in flight ---- */
-    while (hop_sched_next<CFG>(&sc, p, &t)) {
+    while (hop_sched_next<CFG, hop_side_chunked<SIDE>::value>(&sc, p, &t)) {
       const int skipped = hop_mainloop_w1<CFG>(acc, sm, da0, db0, t, stage, phase, HOP_BAR_ORDER, 0);
       if (p.split_k > 1) {
         hop_splitk_finish<CFG, ACT, OUT>(acc, p, sm, t, skipped, row_off, col_off);
@@ -920,7 +952,7 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
      * stage more than one ring lap ahead of the last fill, or the parity
      * test would pass on an older phase. */
     int j = 0;
-    while (hop_sched_next<CFG>(&sc, p, &t)) {
+    while (hop_sched_next<CFG, hop_side_chunked<SIDE>::value>(&sc, p, &t)) {
       if ((j++ & 1) != wg) { /* the other WG's task: skip its stages in the ring */
         const uint32_t s = stage + (uint32_t)(t.kb1 - t.kb0);
         phase ^= (s / CFG::STAGES) & 1;
@@ -1000,7 +1032,7 @@ static __device__ __forceinline__ void hop_gemm_run(const hop_params &p, uint8_t
   if (wg == CFG::consumer_wgs) { /* producer warpgroup */
     ptx_setmaxnreg_dec<CFG::producer_regs>();
     if (warp_in_wg == 0) {
-      if (ptx_elect_one()) hop_producer<CFG>(p, sm, ready_bias);
+      if (ptx_elect_one()) hop_producer<CFG, hop_side_chunked<SIDE>::value>(p, sm, ready_bias);
     } else if (SIDE::active) {
       side(warp_in_wg - 1);
     }
