@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Issue 12's grid for the collective GEMMs with `loom ag-gemm` and `loom
-# gemm-rs` (fused beside the NCCL + cuBLAS baseline, both verified first),
-# one JSON + log per run, for bench/plot_collective.py and bench/RESULTS.md:
+# Issue 12's grid for the collective GEMMs with `loom ag-gemm`, `loom
+# gemm-rs` and `loom gemm-ar` (fused beside the NCCL + cuBLAS baseline, both
+# verified first), one JSON + log per run, for bench/plot_collective.py and
+# bench/RESULTS.md:
 #   llama-ag-bf16   all-gather + GEMM, the column-parallel MLP input of a
 #                   Llama-70B-class layer: M tokens in total (M / N rows per
 #                   GPU), hidden 8192 = K, ffn 28672 split over the GPUs
 #   llama-rs-bf16   GEMM + reduce-scatter, its row-parallel output: every
 #                   GPU's M rows of ffn / N, hidden 8192 = N, M / N rows each
-#   mk-ag-M, mk-rs-M  mKernel's grid: M = K in {4096, 8192, 16384}, N = M / 16
-#                   output columns per GPU (all-gather: M / N rows per GPU,
-#                   --ffn = N x M / 16; reduce-scatter: M rows, K split)
+#   llama-ar-bf16   GEMM + all-reduce, the same shapes as llama-rs, every GPU
+#                   keeping all M rows
+#   mk-ag-M, mk-rs-M, mk-ar-M  mKernel's grid: M = K in {4096, 8192, 16384},
+#                   N = M / 16 output columns per GPU (all-gather: M / N rows
+#                   per GPU, --ffn = N x M / 16; reduce-scatter and
+#                   all-reduce: M rows, K split)
 #   llama-*-fp32    the Llama points on TF32
 # M in {4096, 16384} for the Llama points (issue 12).
 # Usage: bench/collective_grid.sh OUTDIR N   (N: GPUs, 1, 2, 4 or 8)
@@ -32,10 +36,12 @@ L="--check-tokens 16 --iters 20 --warmup 5"
 for dt in bf16 fp32; do
   run ag-gemm "llama-ag-$dt" --dtype $dt --tokens $((4096 / n)),$((16384 / n)) --hidden 8192 --ffn 28672 $L
   run gemm-rs "llama-rs-$dt" --dtype $dt --tokens 4096,16384 --hidden 8192 --ffn 28672 $L
+  run gemm-ar "llama-ar-$dt" --dtype $dt --tokens 4096,16384 --hidden 8192 --ffn 28672 $L
 done
 for m in 4096 8192 16384; do
   run ag-gemm "mk-ag-$m" --tokens $((m / n)) --hidden $m --ffn $((n * m / 16)) $L
   run gemm-rs "mk-rs-$m" --tokens $m --hidden $((m / 16)) --ffn $m $L
+  run gemm-ar "mk-ar-$m" --tokens $m --hidden $((m / 16)) --ffn $m $L
 done
 echo "collective-grid: $fail failed"
 [ $fail -eq 0 ]

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Time over bound per run and rows per GPU, fused beside the baseline, from
-`loom ag-gemm` / `loom gemm-rs` --json files (issue 12's plot per operator).
+`loom ag-gemm` / `loom gemm-rs` / `loom gemm-ar` --json files (issue 12's plot
+per operator).
 
 Usage: python3 bench/plot_collective.py OUT.png RUN.json [RUN.json ...]
-One panel per operator (ag-gemm, gemm-rs) found in the runs; in a panel,
-each run (shape, dtype) is one color, fused a solid line, the NCCL + cuBLAS
-baseline dashed; the y axis is median time / bound (1 = at the bound), the
-x axis rows per GPU (--tokens). bench/collective_grid.sh writes the runs.
+One panel per operator (ag-gemm, gemm-rs, gemm-ar) found in the runs; in a
+panel, each run (shape, dtype) is one color, fused a solid line, the NCCL +
+cuBLAS baseline dashed; the y axis is median time / bound (1 = at the
+bound), the x axis rows per GPU (--tokens). bench/collective_grid.sh writes
+the runs.
 Needs matplotlib (pip install matplotlib).
 """
 import json

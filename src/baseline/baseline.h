@@ -49,31 +49,43 @@ loom_result_t loom_baseline_forward(loom_baseline_t b, const void *x, int64_t nu
 int64_t loom_baseline_bytes_remote(loom_baseline_t b);
 loom_result_t loom_baseline_destroy(loom_baseline_t b);
 
-/* All-gather + GEMM the bulk-synchronous way (collective.c), the baseline
- * of `loom ag-gemm`: ncclAllGather of every rank's A [m x k] into one
- * [R*m x k] buffer, then one cublasGemmEx, C = A_all B^T (B [n x k], the
- * nn.Linear layout; fp32 on TF32 tensor cores), then the activation
- * kernel, if any (act: loom_activation_t or LOOM_UNSET). Same arguments
- * as loom_ag_gemm. `nccl` is borrowed; the current device must be its
- * device; max_m: the largest m of a forward. */
-typedef struct loom_ag_baseline *loom_ag_baseline_t;
+/* The collective GEMMs the bulk-synchronous way (collective.c), the
+ * baselines of `loom ag-gemm`, `loom gemm-rs` and `loom gemm-ar`: one
+ * cublasGemmEx (fp32 on TF32 tensor cores), an NCCL collective, then the
+ * activation kernel, if any (act: loom_activation_t or LOOM_UNSET). Each
+ * takes the arguments of its loom operator. `nccl` is borrowed; the current
+ * device must be its device; max_m: the largest m of a forward. A forward
+ * is collective, enqueued on `stream`, with no host synchronisation. The
+ * three share one state type: a handle goes only to the functions of the
+ * operator that made it (a forward refuses another's). */
+struct loom_coll_baseline;
+
+/* All-gather + GEMM: ncclAllGather of every rank's A [m x k] into one
+ * [R*m x k] buffer, then C = A_all B^T (B [n x k], the nn.Linear layout). */
+typedef struct loom_coll_baseline *loom_ag_baseline_t;
 loom_result_t loom_ag_baseline_create(ncclComm_t nccl, loom_dtype_t dtype, int64_t max_m,
                                       int64_t k, loom_ag_baseline_t *out);
-/* Collective; enqueued on `stream`, no host synchronisation. */
 loom_result_t loom_ag_baseline_forward(loom_ag_baseline_t b, const loom_gemm_args_t *args,
                                        cudaStream_t stream);
 loom_result_t loom_ag_baseline_destroy(loom_ag_baseline_t b);
 
-/* GEMM + reduce-scatter the bulk-synchronous way (collective.c), the
- * baseline of `loom gemm-rs`: one cublasGemmEx of the partial [m x n] in
- * dtype, ncclReduceScatter (sum) of its rows to their owners, then the
- * activation kernel, if any. Same arguments as loom_gemm_rs. */
-typedef struct loom_rs_baseline *loom_rs_baseline_t;
+/* GEMM + reduce-scatter: the partial [m x n] in dtype into a buffer of the
+ * baseline's, then ncclReduceScatter (sum) of its rows to their owners. */
+typedef struct loom_coll_baseline *loom_rs_baseline_t;
 loom_result_t loom_rs_baseline_create(ncclComm_t nccl, loom_dtype_t dtype, int64_t max_m,
                                       int64_t n, loom_rs_baseline_t *out);
 loom_result_t loom_rs_baseline_forward(loom_rs_baseline_t b, const loom_gemm_args_t *args,
                                        cudaStream_t stream);
 loom_result_t loom_rs_baseline_destroy(loom_rs_baseline_t b);
+
+/* GEMM + all-reduce: the partial [m x n] in dtype straight into C, then
+ * ncclAllReduce (sum) in place on C. */
+typedef struct loom_coll_baseline *loom_ar_baseline_t;
+loom_result_t loom_ar_baseline_create(ncclComm_t nccl, loom_dtype_t dtype, int64_t max_m,
+                                      int64_t n, loom_ar_baseline_t *out);
+loom_result_t loom_ar_baseline_forward(loom_ar_baseline_t b, const loom_gemm_args_t *args,
+                                       cudaStream_t stream);
+loom_result_t loom_ar_baseline_destroy(loom_ar_baseline_t b);
 
 #ifdef __cplusplus
 }

@@ -8,5 +8,6 @@ int cli_info(const cli_options *o);
 int cli_moe(const cli_options *o);
 int cli_ag_gemm(const cli_options *o);
 int cli_gemm_rs(const cli_options *o);
+int cli_gemm_ar(const cli_options *o); /* gemm_rs.c */
 
 #endif

@@ -24,6 +24,8 @@ static void usage(FILE *f) {
           "           rows x (--ffn / GPUs) times its --hidden x (--ffn / GPUs) weights,\n"
           "           summed over the GPUs, each getting --tokens / GPUs rows; the same\n"
           "           way beside cuBLAS + NCCL reduce-scatter\n"
+          "  gemm-ar  GEMM + all-reduce: as gemm-rs, but every GPU gets all --tokens\n"
+          "           rows of the sum (any --tokens); beside cuBLAS + NCCL all-reduce\n"
           "  help     this text\n"
           "\n"
           "options:\n"
@@ -42,7 +44,8 @@ static void usage(FILE *f) {
           "                       (default 32)\n"
           "  --topk K             experts per token, 1..16 (default 2)\n"
           "  --dtype D            fp32 (on TF32), bf16 or fp16 (default bf16)\n"
-          "  --act A              relu, gelu, silu or swiglu (default silu; ag-gemm: none)\n"
+          "  --act A              relu, gelu, silu or swiglu (default silu); ag-gemm,\n"
+          "                       gemm-rs and gemm-ar: none (default), relu, gelu or silu\n"
           "  --weights L          weight layout: out-in ([out x in] row-major, PyTorch's\n"
           "                       nn.Linear.weight) or in-out (default out-in)\n"
           "  --check-tokens N     tokens per GPU verified before timing (default 64)\n"
@@ -82,6 +85,7 @@ int main(int argc, char **argv) {
   if (strcmp(o.command, "moe") == 0) return cli_moe(&o);
   if (strcmp(o.command, "ag-gemm") == 0) return cli_ag_gemm(&o);
   if (strcmp(o.command, "gemm-rs") == 0) return cli_gemm_rs(&o);
+  if (strcmp(o.command, "gemm-ar") == 0) return cli_gemm_ar(&o);
   fprintf(stderr, "loom: unknown command '%s'\n", o.command);
   usage(stderr);
   return 2;

@@ -52,6 +52,13 @@ static void test_moe_options(void) {
   CHECK(parse(&o, err, 4, none) == 0 && o.act == CLI_ACT_NONE && o.act_given &&
             strcmp(o.command, "ag-gemm") == 0,
         "--act none (the collective GEMMs' plain epilogue): %s", err);
+  const char *ar[] = {"loom",  "gemm-ar", "--tokens", "301,4K", "--hidden", "8192", "--ffn",
+                      "28672", "--act",   "gelu",     "--impl", "fused",    "--dtype", "fp16"};
+  CHECK(parse(&o, err, 14, ar) == 0 && strcmp(o.command, "gemm-ar") == 0 && o.ntokens == 2 &&
+            o.tokens[0] == 301 && o.tokens[1] == 4096 && o.hidden == 8192 && o.ffn == 28672 &&
+            o.act == LOOM_ACT_GELU && o.act_given && o.impl == CLI_IMPL_FUSED &&
+            o.dtype == LOOM_FP16,
+        "gemm-ar takes gemm-rs's flags (any --tokens): %s", err);
   CHECK(strcmp(cli_act_name(CLI_ACT_NONE), "none") == 0 && strcmp(cli_act_name(2), "silu") == 0,
         "cli_act_name");
   const char *one[] = {"loom", "moe", "--tokens", "0"};
