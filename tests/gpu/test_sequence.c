@@ -14,7 +14,7 @@
  *                                                ranks on device 0
  *
  * The sequence (default SEQ_DEFAULT_CALLS calls; every rank builds the same
- * one from the seed) mixes six operators:
+ * one from the seed) mixes eight operators:
  *   r  loom_exchange ring        bytes per peer from BPP_LIST (up to 6 MiB)
  *   a  loom_exchange all-to-all  same sizes, per peer
  *   A  MoE layer A   bf16, H 256, F 512, E = 4R, top_k 2, swiglu
@@ -25,7 +25,9 @@
  *   g  loom_ag_gemm      bf16, m drawn in [1, AG_MAX_M] per call (the same
  *                        on every rank), n AG_N, k AG_K, no activation or
  *                        ReLU
- * Its first 37 calls are a de Bruijn sequence over the six operators (in a
+ *   s  loom_gemm_rs      the same weights and draws; A of R m rows, C m rows
+ *   u  loom_gemm_ar      the same; A and C of m rows (uneven owners)
+ * Its first 65 calls are a de Bruijn sequence over the eight operators (in a
  * seed-dependent order), so every ordered pair of operators, a pair of the
  * same operator included, occurs back to back at least once; the rest are
  * drawn at random. Each MoE call draws per rank its token count in [0,
@@ -49,8 +51,8 @@
  *     routing out equals the caller's routing, or ref_moe_gate's ids for
  *     the fused gate (weights within TOL_WEIGHTS); stats rows add up to
  *     tokens * top_k;
- *   - every all-gather GEMM is run again in isolation too, and its C
- *     (R m rows) must be bitwise equal to the back-to-back run's, finite,
+ *   - every collective GEMM is run again in isolation too, and its C (R m
+ *     rows, m rows) must be bitwise equal to the back-to-back run's, finite,
  *     with the guard row past it still poison.
  *
  * A watchdog (alarm) names the step in progress and ends the process when
@@ -83,7 +85,7 @@ _Static_assert(LOOM_FP32 == 0 && LOOM_BF16 == 1 && LOOM_FP16 == 2,
                "ref_*_array formats follow loom_dtype_t");
 
 #define MAX_RANKS 8
-#define SEQ_DEFAULT_CALLS 60
+#define SEQ_DEFAULT_CALLS 90
 #define SEQ_MAX_CALLS 4096
 #define GUARD_BYTES 256 /* past every exchange recvbuf */
 #define POLL_NS 100000
@@ -114,16 +116,23 @@ static rng_t rng_make(uint64_t key, int kind, int index) {
 
 /* ---- layers ----------------------------------------------------------------------------------- */
 
-enum { OP_RING, OP_A2A, OP_MOE_A, OP_MOE_B, OP_MOE_C, OP_AG, NUM_OPS };
+enum { OP_RING, OP_A2A, OP_MOE_A, OP_MOE_B, OP_MOE_C, OP_AG, OP_RS, OP_AR, NUM_OPS };
 #define NUM_LAYERS 3
-static const char OP_LETTER[NUM_OPS] = {'r', 'a', 'A', 'B', 'C', 'g'};
+static const char OP_LETTER[NUM_OPS] = {'r', 'a', 'A', 'B', 'C', 'g', 's', 'u'};
 static int is_exchange(int op) { return op == OP_RING || op == OP_A2A; }
 static int is_moe(int op) { return op >= OP_MOE_A && op <= OP_MOE_C; }
+static int is_coll(int op) { return op >= OP_AG && op <= OP_AR; }
 
-/* The all-gather GEMM's calls: bf16, C = act([A_0; ...] B_r^T) */
+/* The collective GEMMs' calls: bf16, B [AG_N x AG_K] per rank, m drawn per
+ * call. All-gather: A m rows, C = act([A_0; ...] B_r^T), R m rows.
+ * Reduce-scatter: A R m rows, C m rows of the sum. All-reduce: A and C m
+ * rows. */
 #define AG_MAX_M 384
 #define AG_N 264
 #define AG_K 520
+static const char *const COLL_NAME[3] = {"all-gather GEMM", "GEMM reduce-scatter", "GEMM all-reduce"};
+static size_t coll_rows_a(int op, int R, int m) { return (size_t)(op == OP_RS ? R : 1) * (size_t)m; }
+static size_t coll_rows_c(int op, int R, int m) { return (size_t)(op == OP_AG ? R : 1) * (size_t)m; }
 
 typedef struct {
   int dtype, act, H, F, experts_per_rank, k, Tmax, normalize;
@@ -160,7 +169,7 @@ typedef struct {
   int caller[MAX_RANKS];      /* caller routing (else the fused gate) */
   int outs[MAX_RANKS];        /* expert_ids_out, weights_out, stats */
   int null_io[MAX_RANKS];     /* 0 tokens passed as x = y = NULL */
-  int ag_m, ag_act;           /* all-gather GEMM: rows per rank, activation */
+  int ag_m, ag_act;           /* collective GEMMs: m (as above), activation */
 } seq_call;
 
 /* de Bruijn sequence B(k, 2) (Fredricksen-Kessler-Maiorana), cyclic,
@@ -207,7 +216,7 @@ static void gen_sequence(int R, int ncalls, seq_call *calls) {
       c->bpp = BPP_LIST[rng_int(&g, (int)NUM_BPP)];
       continue;
     }
-    if (c->op == OP_AG) {
+    if (is_coll(c->op)) {
       c->ag_m = 1 + rng_int(&g, AG_MAX_M);
       c->ag_act = rng_int(&g, 2) ? LOOM_UNSET : LOOM_ACT_RELU;
       continue;
@@ -283,7 +292,8 @@ static void gen_routing(int l, int R, int call, int rank, int T, int32_t *ids, f
 typedef struct {
   void *send, *recv;             /* exchange; recv has GUARD_BYTES past the data */
   void *x, *y, *y_iso;           /* MoE: x [max(T,1) rows]; y, y_iso [T + 1 rows];
-                                    all-gather GEMM: A [m x AG_K], C [R m + 1 rows x AG_N] */
+                                    collective GEMM: A [coll_rows_a x AG_K], C [coll_rows_c + 1
+                                    rows x AG_N] */
   int32_t *ids_in, *ids_out, *ids_iso;
   float *wts_in, *wts_out, *wts_iso;
   loom_moe_stats_t *stats, *stats_iso;
@@ -295,7 +305,7 @@ typedef struct {
   cudaStream_t stream;
   loom_moe_t moe[NUM_LAYERS];
   void *gate_w[NUM_LAYERS], *w1[NUM_LAYERS], *w2[NUM_LAYERS];
-  void *ag_b;      /* the all-gather GEMM's weights [AG_N x AG_K], bf16 */
+  void *ag_b;      /* the collective GEMMs' weights [AG_N x AG_K], bf16 */
   call_bufs *bufs; /* [ncalls] */
 } rank_ctx;
 
@@ -364,6 +374,13 @@ static int comm_config(int R, loom_comm_config_t *out) {
   LOOM_T(loom_ag_gemm_workspace_bytes(&ag, R, &b, &s));
   if (b > bytes) bytes = b;
   if (s > slots) slots = s;
+  LOOM_T(loom_gemm_ar_workspace_bytes(&ag, R, &b, &s));
+  if (b > bytes) bytes = b;
+  if (s > slots) slots = s;
+  ag.m = (int64_t)R * AG_MAX_M;
+  LOOM_T(loom_gemm_rs_workspace_bytes(&ag, R, &b, &s));
+  if (b > bytes) bytes = b;
+  if (s > slots) slots = s;
   loom_comm_config_t c = LOOM_COMM_CONFIG_INIT;
   c.workspace_bytes = (int64_t)bytes;
   c.signal_slots = slots;
@@ -418,7 +435,7 @@ static int ctx_setup(world_t *w, rank_ctx *rc) {
       for (size_t e = 0; e < (size_t)AG_N * AG_K; e++) wb[e] = (float)(rng_sym(&r) * sqrt(3.0 / AG_K));
       ok = cudaMalloc(&rc->ag_b, (size_t)AG_N * AG_K * 2) == cudaSuccess &&
            upload(rc->ag_b, wb, (size_t)AG_N * AG_K, LOOM_BF16) == 0;
-      CHECK(ok, "rank %d: all-gather GEMM weights", rc->rank);
+      CHECK(ok, "rank %d: collective GEMM weights", rc->rank);
     }
     free(wb);
     if (!ok) return -1;
@@ -434,8 +451,8 @@ static int ctx_setup(world_t *w, rank_ctx *rc) {
   for (int i = 0; i < w->ncalls && ok; i++) {
     const seq_call *c = &w->calls[i];
     call_bufs *b = &rc->bufs[i];
-    if (c->op == OP_AG) {
-      const size_t m = (size_t)c->ag_m, cbytes = ((size_t)R * m + 1) * AG_N * 2;
+    if (is_coll(c->op)) {
+      const size_t m = coll_rows_a(c->op, R, c->ag_m), cbytes = (coll_rows_c(c->op, R, c->ag_m) + 1) * AG_N * 2;
       float *a = malloc(m * AG_K * 4);
       ok = a != NULL;
       CHECK(ok, "host allocation");
@@ -545,16 +562,18 @@ static loom_result_t launch_call(world_t *w, rank_ctx *rc, int i, int iso) {
   if (c->op == OP_RING || c->op == OP_A2A)
     return loom_exchange(rc->comm, c->op == OP_RING ? LOOM_EXCHANGE_RING : LOOM_EXCHANGE_ALLTOALL,
                          b->send, b->recv, c->bpp, rc->stream);
-  if (c->op == OP_AG) {
+  if (is_coll(c->op)) {
     loom_gemm_args_t a = LOOM_GEMM_ARGS_INIT;
-    a.m = c->ag_m;
+    a.m = (int64_t)coll_rows_a(c->op, w->R, c->ag_m); /* the reduce-scatter: every rank's rows */
     a.n = AG_N;
     a.k = AG_K;
     a.a = b->x;
     a.b = rc->ag_b;
     a.c = iso ? b->y_iso : b->y;
     a.activation = c->ag_act;
-    return loom_ag_gemm(rc->comm, &a, rc->stream);
+    return c->op == OP_AG   ? loom_ag_gemm(rc->comm, &a, rc->stream)
+           : c->op == OP_RS ? loom_gemm_rs(rc->comm, &a, rc->stream)
+                            : loom_gemm_ar(rc->comm, &a, rc->stream);
   }
   const int r = rc->rank;
   loom_moe_args_t a;
@@ -726,15 +745,15 @@ static int verify_moe(world_t *w, rank_ctx *rc, int i) {
   return ok ? 0 : -1;
 }
 
-/* An all-gather GEMM call: C bitwise equal to the isolated rerun's, every
- * element finite (written), the guard row past the R m rows still poison. */
-static int verify_ag(world_t *w, rank_ctx *rc, int i) {
+/* A collective GEMM call: C bitwise equal to the isolated rerun's, every
+ * element finite (written), the guard row past C's rows still poison. */
+static int verify_coll(world_t *w, rank_ctx *rc, int i) {
   const seq_call *c = &w->calls[i];
   const int R = w->R, r = rc->rank;
-  const size_t rows = (size_t)R * (size_t)c->ag_m, row = (size_t)AG_N * 2, bytes = (rows + 1) * row;
+  const size_t rows = coll_rows_c(c->op, R, c->ag_m), row = (size_t)AG_N * 2, bytes = (rows + 1) * row;
   char desc[160];
-  snprintf(desc, sizeof desc, "R=%d call %d (all-gather GEMM, m=%d, act %d) rank %d seed=0x%" PRIx64, R,
-           i, c->ag_m, c->ag_act, r, g_seed);
+  snprintf(desc, sizeof desc, "R=%d call %d (%s, m=%d, act %d) rank %d seed=0x%" PRIx64, R, i,
+           COLL_NAME[c->op - OP_AG], c->ag_m, c->ag_act, r, g_seed);
   unsigned char *y = malloc(bytes), *yi = malloc(bytes);
   float *yf = malloc(rows * AG_N * 4);
   int ok = y && yi && yf;
@@ -776,8 +795,10 @@ static void print_sequence(const world_t *w) {
     putchar(OP_LETTER[w->calls[i].op]);
     count[w->calls[i].op]++;
   }
-  printf("\n  (r ring %d, a all-to-all %d, A %d, B %d, C %d, g all-gather GEMM %d)\n", count[OP_RING],
-         count[OP_A2A], count[OP_MOE_A], count[OP_MOE_B], count[OP_MOE_C], count[OP_AG]);
+  printf("\n  (r ring %d, a all-to-all %d, A %d, B %d, C %d, g all-gather GEMM %d, s GEMM reduce-scatter %d, "
+         "u GEMM all-reduce %d)\n",
+         count[OP_RING], count[OP_A2A], count[OP_MOE_A], count[OP_MOE_B], count[OP_MOE_C], count[OP_AG],
+         count[OP_RS], count[OP_AR]);
   fflush(stdout);
 }
 
@@ -810,11 +831,11 @@ static int run_world(world_t *w) {
   free(got);
   free(want);
 
-  /* each MoE and all-gather GEMM call again, isolated: launch, drain, meet */
+  /* each MoE and collective GEMM call again, isolated: launch, drain, meet */
   for (int i = 0; i < w->ncalls; i++) {
     if (is_exchange(w->calls[i].op)) continue;
     nm += is_moe(w->calls[i].op);
-    ng += w->calls[i].op == OP_AG;
+    ng += is_coll(w->calls[i].op);
     watchdog(STEP_DEADLINE_S, "R=%d: call %d (%c) isolated", R, i, OP_LETTER[w->calls[i].op]);
     for (int j = 0; j < w->nlocal; j++) {
       rank_ctx *rc = &w->cs[j];
@@ -827,14 +848,14 @@ static int run_world(world_t *w) {
     if (wait_streams(w, "isolated call") != 0 || world_barrier(w, "isolated call") != 0) return -1;
   }
   if (check_no_async(w, "isolated calls") != 0) return -1;
-  watchdog(STEP_DEADLINE_S, "R=%d: comparing the MoE and all-gather GEMM calls", R);
+  watchdog(STEP_DEADLINE_S, "R=%d: comparing the MoE and collective GEMM calls", R);
   for (int i = 0; i < w->ncalls; i++) {
     if (is_exchange(w->calls[i].op)) continue;
     for (int j = 0; j < w->nlocal; j++)
-      bad |= (is_moe(w->calls[i].op) ? verify_moe(w, &w->cs[j], i) : verify_ag(w, &w->cs[j], i)) != 0;
+      bad |= (is_moe(w->calls[i].op) ? verify_moe(w, &w->cs[j], i) : verify_coll(w, &w->cs[j], i)) != 0;
   }
   if (w->cs[0].rank == 0)
-    printf("  R=%d: %d exchanges checked against the payload, %d MoE and %d all-gather GEMM calls "
+    printf("  R=%d: %d exchanges checked against the payload, %d MoE and %d collective GEMM calls "
            "against isolated reruns: %s\n",
            R, nx, nm, ng, bad ? "MISMATCHES (see above)" : "all results match");
   fflush(stdout);
