@@ -73,7 +73,8 @@ HEADERS := $(wildcard include/*.h src/*/*.h src/device/*/*.h src/device/*/*.cuh 
 CLI_SRC := $(filter-out src/cli/main.c,$(wildcard src/cli/*.c))
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 
-BENCH_BIN := $(patsubst bench/%.cu,$(BUILD)/bench/%,$(wildcard bench/*.cu))
+BENCH_BIN := $(patsubst bench/%.cu,$(BUILD)/bench/%,$(wildcard bench/*.cu)) \
+             $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
 CPU_TESTS := $(patsubst tests/cpu/%.c,$(BUILD)/tests/%,$(wildcard tests/cpu/*.c))
 GPU_TESTS := $(patsubst tests/gpu/%.c,$(BUILD)/tests/%,$(wildcard tests/gpu/*.c))
@@ -118,6 +119,11 @@ $(BUILD)/tests/%: tests/gpu/%.c $(BUILD)/libloom_dev.a $(BUILD)/libloom.a $(HEAD
 $(BUILD)/bench/%: bench/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -O3 $(ARCH) -lineinfo $< -o $@
+
+# C probes on the library (bench/chunk_probe.c).
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libloom.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(BUILD)/libloom.a -o $@ $(LDLIBS)
 
 # The tile-engine benchmark reads the engine headers and links cuBLAS (its
 # baseline); ptxas must report no spills for the engine kernels.
