@@ -145,6 +145,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1936,6 +1937,15 @@ static int comm_config(const plan_t *pl, int fault, loom_comm_config_t *cfg) {
   return 0;
 }
 
+/* One process per GPU: the barrier every rank process meets before each
+ * case (shared memory mapped before the fork; NULL in one process). Each
+ * process computes the CPU reference of its own ranks after launching, so
+ * without it a rank with few tokens reaches the next case's forward long
+ * before one with many, and waits past the communicator's timeout (seen on
+ * 2x H200: a 10 s reference against the 5 s default). */
+static ranks_barrier_t *g_case_barrier;
+#define CASE_BARRIER_DEADLINE_S 120.0
+
 /* Everything one world size runs on the local ranks: the plan's cases in
  * order (fault: the fault case alone). */
 static int run_world(rank_ctx *cs, int nlocal, int R, int fault, const plan_t *pl,
@@ -1946,6 +1956,9 @@ static int run_world(rank_ctx *cs, int nlocal, int R, int fault, const plan_t *p
   double t = now_s(), t_real = 0.0;
   for (int i = 0; i < pl->n && rc == 0; i++) {
     const moe_case *c = &pl->c[i];
+    if (g_case_barrier &&
+        ranks_barrier_wait(g_case_barrier, R, cs[0].rank, "start of a case", CASE_BARRIER_DEADLINE_S) != 0)
+      return -1;
     if (c->id < NUM_CONFIGS) {
       if (c->k > c->E)
         refused++;
@@ -2028,11 +2041,13 @@ static int single_process(int R, int fault, int every) {
 
 typedef struct {
   int fault, every;
+  ranks_barrier_t *barrier; /* shared by the rank processes */
 } multi_arg;
 
 static int child_rank(const ranks_child *rc, void *arg) {
   const int rank = rc->rank, R = rc->n;
   const int fault = ((const multi_arg *)arg)->fault, every = ((const multi_arg *)arg)->every;
+  g_case_barrier = ((const multi_arg *)arg)->barrier;
   ncclUniqueId id;
   watchdog(CASE_DEADLINE_S, "rank %d of %d: NCCL bootstrap", rank, R);
   if (ranks_unique_id(rc, &id) != 0) return 1;
@@ -2069,10 +2084,19 @@ static int child_rank(const ranks_child *rc, void *arg) {
 }
 
 static int multi_process(int R, int fault, int every) {
-  multi_arg a = {fault, every};
+  ranks_barrier_t *b = mmap(NULL, sizeof *b, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (b == MAP_FAILED) {
+    CHECK(0, "mmap of the rank barrier failed");
+    return -1;
+  }
+  atomic_init(&b->arrived, 0);
+  atomic_init(&b->generation, 0);
+  multi_arg a = {fault, every, b};
   char what[32];
   snprintf(what, sizeof what, "n=%d%s", R, fault ? " fault" : "");
-  return ranks_run(R, child_rank, &a, what);
+  const int rc = ranks_run(R, child_rank, &a, what);
+  munmap(b, sizeof *b);
+  return rc;
 }
 
 #define PROG "test_moe"
