@@ -113,6 +113,17 @@ static loom_coll_args launch_args(loom_comm_t comm, const loom_gemm_args_t *a) {
   return la;
 }
 
+/* The signal slots a reduce-scatter or all-reduce of these shapes needs,
+ * into *signal_slots (if not NULL), or a message when no communicator has
+ * that many. */
+static loom_result_t slots_out(const char *fn, const loom_gemm_args_t *a, int nranks, int64_t slots,
+                               int *signal_slots) {
+  LOOM_ARG(slots <= LOOM_MAX_SIGNAL_SLOTS, fn,
+           "m = %lld over %d ranks, n = %lld needs %lld signal slots, more than a communicator has (%d)",
+           (long long)a->m, nranks, (long long)a->n, (long long)slots, LOOM_MAX_SIGNAL_SLOTS);
+  if (signal_slots) *signal_slots = (int)slots;
+  return LOOM_SUCCESS;
+}
 
 /* ---- GEMM + reduce-scatter ------------------------------------------------ */
 
@@ -129,17 +140,8 @@ loom_result_t loom_gemm_rs_workspace_bytes(const loom_gemm_args_t *args, int nra
   LOOM_ARG(bytes != NULL, fn, "bytes is NULL");
   const int64_t mo = args->m / nranks;
   *bytes = (size_t)nranks * loom_rs_stride(mo, args->n, es);
-  if (signal_slots) {
-    const int64_t slots = loom_rs_slots(mo, args->n);
-    LOOM_ARG(slots <= LOOM_MAX_SIGNAL_SLOTS, fn,
-             "m / nranks x n (%lld x %lld) needs %lld signal slots, more than a communicator has "
-             "(%d)",
-             (long long)mo, (long long)args->n, (long long)slots, LOOM_MAX_SIGNAL_SLOTS);
-    *signal_slots = (int)slots;
-  }
-  return LOOM_SUCCESS;
+  return slots_out(fn, args, nranks, loom_rs_slots(mo, args->n), signal_slots);
 }
-
 
 /* ---- GEMM + all-reduce ------------------------------------------------------ */
 
@@ -153,15 +155,8 @@ loom_result_t loom_gemm_ar_workspace_bytes(const loom_gemm_args_t *args, int nra
   LOOM_ARG(bytes != NULL, fn, "bytes is NULL");
   const int64_t mo = (args->m + nranks - 1) / nranks; /* the largest owner's rows */
   *bytes = nranks == 1 ? 0 : (size_t)(nranks + 1) * loom_rs_stride(mo, args->n, es);
-  if (signal_slots) {
-    const int64_t slots = nranks == 1 ? 3 : loom_ar_slots(args->m, nranks, args->n);
-    LOOM_ARG(slots <= LOOM_MAX_SIGNAL_SLOTS, fn,
-             "m (%lld) over %d ranks x n (%lld) needs %lld signal slots, more than a communicator "
-             "has (%d)",
-             (long long)args->m, nranks, (long long)args->n, (long long)slots, LOOM_MAX_SIGNAL_SLOTS);
-    *signal_slots = (int)slots;
-  }
-  return LOOM_SUCCESS;
+  return slots_out(fn, args, nranks, nranks == 1 ? 3 : loom_ar_slots(args->m, nranks, args->n),
+                   signal_slots);
 }
 
 /* ---- the calls ------------------------------------------------------------- */
