@@ -375,7 +375,7 @@ loom_result_t loom_gemm_rs(loom_comm_t comm, const loom_gemm_args_t *args,
  *   bytes        [out] (nranks + 1) * ceil(m/nranks) * n * element size, each
  *                      part rounded up to 256 bytes (nranks > 1; 0 on one).
  *   signal_slots [out] two per 128 x 128 tile of the ceil(m/nranks) x n
- *                      rows a rank owns, plus the two reserved. */
+ *                      rows a rank owns, plus three (nranks > 1; 3 on one). */
 loom_result_t loom_gemm_ar_workspace_bytes(const loom_gemm_args_t *args, int nranks,
                                            size_t *bytes, int *signal_slots);
 loom_result_t loom_gemm_ar(loom_comm_t comm, const loom_gemm_args_t *args,

@@ -292,6 +292,29 @@ static __device__ __forceinline__ int rs_diagnose(const rs_kparams &p, const rs_
   return coll_check_tags<false>(c, epoch, 0, f); /* its first tile acquired every source's flag */
 }
 
+/* All-reduce, thread 0 of every block, after its side role's last copy:
+ * the other ranks read this rank's window (the finished tiles of part R),
+ * which the completion credit alone does not cover (it orders writes INTO a
+ * peer's window after the peer's reads; a rank's own later writes to its own
+ * window, by the next call of any operator, would not wait). So the block
+ * that finishes last (the kernel's grid-barrier word, unused by this kernel
+ * and reset by loom_kernel_end) tells every peer "done reading yours" (slot
+ * slot_tiles * 2), then waits until every peer has said the same about this
+ * rank's window; the kernel, and with it this rank's next call, ends after
+ * that. No cycle: a rank signals before it waits, and its signal depends only
+ * on its own copies. A poll that gives up is settled with the others
+ * (rs_diagnose). */
+static __device__ __forceinline__ void ar_done_reading(const rs_kparams &p, uint64_t epoch, rs_state *st) {
+  const loom_dev_comm &c = p.c;
+  __threadfence(); /* this block's copies (ordered before thread 0 by the caller's barrier) */
+  if (atomicAdd(&c.ctrl->barrier, 1u) != gridDim.x - 1) return;
+  __threadfence(); /* ... and every other block's, before the release below */
+  const int slot = 2 * p.slot_tiles;
+  for (int d = 1; d < c.nranks; d++) loom_signal(c, (c.rank + d) % c.nranks, slot, epoch);
+  for (int d = 1; d < c.nranks && !st->failed; d++)
+    if (!loom_poll_flag(c, (c.rank + d) % c.nranks, slot, epoch, LOOM_WAIT_SIGNAL, &st->fail)) st->failed = 1;
+}
+
 template <class CFG, int ACT, int OUT, bool AR>
 __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_constant__ rs_kparams P) {
   typedef typename hop_out_type<OUT>::T T;
@@ -299,6 +322,10 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
   __shared__ rs_state st;
   const uint64_t epoch = loom_kernel_begin(P.c);
   if (loom_block_aborted(P.c)) { /* a peer failed since our last call */
+    if (AR && threadIdx.x == 0) { /* still counted: the last block's wait ends on the abort */
+      st.failed = 0;
+      ar_done_reading(P, epoch, &st);
+    }
     loom_kernel_end(P.c, epoch);
     return;
   }
@@ -312,6 +339,7 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
                                                             rs_side<ACT, T, AR>{&P, epoch, &st});
   __syncthreads(); /* consumers at 232 registers, the producer warpgroup at 40: light code only */
   if (threadIdx.x == 0) {
+    if (AR) ar_done_reading(P, epoch, &st);
     loom_wait_fail f;
     if (rs_diagnose(P, &st, epoch, &f)) loom_wait_settle(P.c, f);
   }

@@ -133,7 +133,8 @@ cudaError_t loom_launch_gemm_rs(const loom_dev_comm *c, const loom_coll_args *a,
  *                other ranks read over NVLink into their C.
  * Signal slots: [0, T) the partial tiles as for the reduce-scatter (T =
  * loom_rs_slots(ceil(m / R), N) - 2 tiles), [T, 2T) from owner o: its
- * reduced tile t is in its window. */
+ * reduced tile t is in its window; 2T from rank s: s has finished reading
+ * this rank's window (every copy of the call done). */
 static inline LOOM_HD int64_t loom_ar_rows(int64_t m, int R, int o) {
   return m / R + (o < m % R ? 1 : 0);
 }
@@ -141,7 +142,7 @@ static inline LOOM_HD int64_t loom_ar_row0(int64_t m, int R, int o) {
   return o * (m / R) + (o < m % R ? o : m % R);
 }
 static inline LOOM_HD int64_t loom_ar_slots(int64_t m, int R, int64_t n) {
-  return 2 * (loom_rs_slots((m + R - 1) / R, n) - 2) + 2;
+  return 2 * (loom_rs_slots((m + R - 1) / R, n) - 2) + 3;
 }
 
 cudaError_t loom_launch_gemm_ar(const loom_dev_comm *c, const loom_coll_args *a,
