@@ -443,5 +443,102 @@ class TestModuleCPU(unittest.TestCase):
                 self.assertLess(_row_rel_err(m(x), ref).max().item(), 1e-5)
 
 
+@unittest.skipUnless(HAVE_TORCH, "torch is not installed")
+class TestCollectiveGemmOps(unittest.TestCase):
+    """torch.ops.loom.ag_gemm / gemm_rs / gemm_ar: shapes from the fake
+    implementations, argument checks, tracing, workspace sizing (no GPU)."""
+
+    def setUp(self):
+        self.comm = types.SimpleNamespace(handle=1, nranks=4, device=0)
+        self.id = lt.register_comm(self.comm)
+
+    def tearDown(self):
+        lt.unregister_comm(self.id)
+
+    @staticmethod
+    def mk(*shape, dtype=torch.bfloat16, device="meta"):
+        return torch.empty(*shape, dtype=dtype, device=device)
+
+    def test_meta_shapes(self):
+        x, w = self.mk(100, 64), self.mk(48, 64)
+        self.assertEqual(torch.ops.loom.ag_gemm(self.id, x, w, "none").shape, (400, 48))
+        self.assertEqual(torch.ops.loom.gemm_rs(self.id, x, w, "relu").shape, (25, 48))
+        self.assertEqual(torch.ops.loom.gemm_ar(self.id, x, w, "gelu").shape, (100, 48))
+        y = torch.ops.loom.gemm_ar(self.id, self.mk(3, 7, 64), w, "silu")  # any leading dims
+        self.assertEqual((y.shape, y.dtype), ((3, 7, 48), torch.bfloat16))
+        y = torch.ops.loom.gemm_ar(self.id, self.mk(5, 64, dtype=torch.float32),
+                                   self.mk(48, 64, dtype=torch.float32), "none")
+        self.assertEqual(y.dtype, torch.float32)
+
+    def test_wrappers_register_the_comm_once(self):
+        comm = types.SimpleNamespace(handle=2, nranks=2, device=0)
+        y = lt.gemm_rs(self.mk(8, 64), self.mk(16, 64), comm)
+        self.assertEqual(y.shape, (4, 16))
+        cid = comm._loom_torch_id
+        lt.ag_gemm(self.mk(8, 64), self.mk(16, 64), comm, activation="relu")
+        self.assertEqual(comm._loom_torch_id, cid)
+        self.assertIs(lt.get_comm(cid), comm)
+        lt.unregister_comm(cid)
+
+    def test_bad_inputs(self):
+        x, w = self.mk(100, 64), self.mk(48, 64)
+        bad = [
+            ("ag_gemm", (self.id, x, w.t(), "none"), "x has shape (100, 64); it must be [m, 48]"),
+            ("gemm_rs", (self.id, x[:98], w, "none"), "98 rows; they must be a multiple of the 4"),
+            ("gemm_ar", (self.id, x, w.float(), "none"), "weight is torch.float32, x is "
+                                                         "torch.bfloat16"),
+            ("gemm_ar", (self.id, x.double(), w.double(), "none"), "not supported by loom"),
+            ("gemm_ar", (self.id, x, self.mk(2, 48, 64), "none"), "it must be [out, in]"),
+            ("gemm_ar", (self.id, x[:0], w, "none"), "x has no rows"),
+            ("gemm_ar", (self.id, x, w, "swiglu"), "activation 'swiglu' is not one of"),
+            ("gemm_ar", (987654, x, w, "none"), "comm id 987654 is not a registered"),
+            ("gemm_ar", (self.id, self.mk(100, 64, device="cpu"), w, "none"),
+             "x is on cpu; the communicator runs on cuda:0"),
+        ]
+        for op, args, text in bad:
+            with self.assertRaises(LoomArgumentError, msg=op) as cm:
+                getattr(torch.ops.loom, op)(*args)
+            self.assertIn(text, str(cm.exception))
+
+    def test_fake_cuda_and_tracing(self):
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.proxy_tensor import make_fx
+        with FakeTensorMode():
+            y = torch.ops.loom.gemm_ar(self.id, self.mk(6, 64, device="cuda"),
+                                       self.mk(32, 64, device="cuda"), "none")
+            self.assertEqual((y.shape, y.device), ((6, 32), torch.device("cuda", 0)))
+        cid = self.id
+
+        def f(x, w):
+            return torch.ops.loom.gemm_rs(cid, x, w, "none") * 2
+
+        gm = make_fx(f, tracing_mode="fake")(self.mk(8, 64), self.mk(16, 64))
+        self.assertIn("torch.ops.loom.gemm_rs.default", gm.code)
+        out = torch.compile(f, backend="aot_eager", fullgraph=True)(self.mk(8, 64), self.mk(16, 64))
+        self.assertEqual(out.shape, (2, 16))
+        torch.library.opcheck(torch.ops.loom.gemm_ar.default,
+                              (self.id, self.mk(4, 64), self.mk(8, 64), "none"),
+                              test_utils=("test_schema",))
+
+    def test_backward_raises(self):
+        x = self.mk(4, 64).requires_grad_()
+        y = torch.ops.loom.gemm_ar(self.id, x, self.mk(8, 64), "none")
+        with self.assertRaisesRegex(RuntimeError, "forward-only"):
+            y.sum().backward()
+
+    def test_gemm_workspace(self):
+        # the C functions' numbers (tests/cpu/test_api.c): 300 x 256 x 64
+        # bf16 over 4 ranks, all-reduce: 5 parts of 38400 bytes, 2 x 2 + 3 slots
+        self.assertEqual(lt.gemm_workspace("gemm_ar", 300, 256, 64, torch.bfloat16, 4),
+                         (5 * 38400, 7))
+        self.assertEqual(lt.gemm_workspace("gemm_ar", 300, 256, 64, torch.bfloat16, 1), (0, 3))
+        b, s = lt.gemm_workspace("ag_gemm", 128, 256, 64, torch.float16, 2)
+        self.assertEqual(b, 2 * 128 * 64 * 2)
+        with self.assertRaises(LoomError):
+            lt.gemm_workspace("gemm_rs", 301, 256, 64, torch.bfloat16, 4)  # m % R
+        with self.assertRaises(LoomArgumentError):
+            lt.gemm_workspace("gemm_xx", 1, 8, 8, torch.bfloat16, 1)
+
+
 if __name__ == "__main__":
     unittest.main()

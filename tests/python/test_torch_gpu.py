@@ -2,7 +2,9 @@
 the MoE block against reference_moe on world size 1 over several configs,
 the routing it reports, caller routing, torch.compile, CUDA-graph capture,
 bad inputs, an asynchronous error, and two GPUs driven from one process
-when the machine has them. tests/python/dist_moe.py covers torchrun."""
+when the machine has them; the collective GEMM ops (ag_gemm, gemm_rs,
+gemm_ar) against F.linear on one GPU and on two. tests/python/dist_moe.py
+covers torchrun."""
 import os
 import unittest
 
@@ -257,8 +259,112 @@ class TestMoEGPU(unittest.TestCase):
         self.assertGreaterEqual((err < 1e-4).double().mean().item(), 0.99, err.max().item())
 
 
+def _act(y, activation):
+    fn = {"none": lambda t: t, "relu": torch.relu, "silu": torch.nn.functional.silu,
+          "gelu": torch.nn.functional.gelu}[activation]
+    return fn(y)
+
+
+def _gemm_comm_config(shapes, nranks):
+    """A CommConfig that fits every (op, m, n, k, dtype) of `shapes`."""
+    need = [lt.gemm_workspace(op, m, n, k, dt, nranks) for op, m, n, k, dt in shapes]
+    return loom.CommConfig(workspace_bytes=max(1 << 20, max(b for b, _ in need)),
+                           signal_slots=max(64, max(s for _, s in need)))
+
+
+@unittest.skipUnless(have_cuda(), "needs torch with a CUDA device")
+class TestCollectiveGemmsGPU(unittest.TestCase):
+    """loom.torch.ag_gemm / gemm_rs / gemm_ar on one GPU (world size 1: each
+    is act(x weight^T)) against F.linear in fp64, per row; CUDA graph and
+    torch.compile."""
+
+    @classmethod
+    def setUpClass(cls):
+        shapes = [(op, 300, 264, 520, dt) for op in ("ag_gemm", "gemm_rs", "gemm_ar")
+                  for dt in (torch.bfloat16, torch.float16, torch.float32)]
+        cls.comm = loom.Comm.create_all([0], _gemm_comm_config(shapes, 1))[0]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.comm.close()
+
+    def test_against_linear(self):
+        g = torch.Generator(device="cpu").manual_seed(5)
+        for dtype in (torch.bfloat16, torch.float16, torch.float32):
+            for op, act in (("ag_gemm", "none"), ("gemm_rs", "relu"), ("gemm_ar", "gelu"),
+                            ("gemm_ar", "silu")):
+                x = torch.randn(300, 520, generator=g).to(dtype)
+                w = (torch.randn(264, 520, generator=g) / 520 ** 0.5).to(dtype)
+                y = getattr(lt, op)(x.cuda(), w.cuda(), self.comm, activation=act)
+                ref = _act(torch.nn.functional.linear(x.double(), w.double()), act)
+                self.assertEqual((y.shape, y.dtype), ((300, 264), dtype))
+                err = _row_rel_err(y.cpu(), ref).max().item()
+                self.assertLessEqual(err, _tol(dtype), f"{op} {act} {dtype}")
+
+    def test_cuda_graph_and_compile(self):
+        x = torch.randn(64, 520, device="cuda").bfloat16()
+        w = (torch.randn(264, 520, device="cuda") / 520 ** 0.5).bfloat16()
+        y0 = lt.gemm_ar(x, w, self.comm)  # warm-up (and the comm's registration) outside capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y = lt.gemm_ar(x, w, self.comm)
+        x.copy_(torch.randn(64, 520, device="cuda").bfloat16())
+        graph.replay()
+        torch.cuda.synchronize()
+        ref = torch.nn.functional.linear(x.double(), w.double())
+        self.assertLessEqual(_row_rel_err(y, ref).max().item(), TOL["bfloat16"])
+        self.assertEqual(y0.shape, y.shape)
+        cid = self.comm._loom_torch_id
+        f = torch.compile(lambda a, b: torch.ops.loom.gemm_rs(cid, a, b, "none") + 1,
+                          fullgraph=True)
+        out = f(x, w)
+        self.assertLessEqual(_row_rel_err(out - 1, ref).max().item(), 3e-2)
+
+    def test_bad_shapes_raise(self):
+        x = torch.randn(10, 520, device="cuda").bfloat16()
+        w = torch.randn(264, 520, device="cuda").bfloat16()
+        with self.assertRaises(LoomArgumentError):
+            lt.gemm_ar(x, w.t().contiguous(), self.comm)
+        with self.assertRaises(LoomArgumentError):
+            lt.gemm_ar(x, w[:, :512].contiguous(), self.comm)  # in-features differ from x's
+
+
 @unittest.skipUnless(have_cuda() and torch.cuda.device_count() >= 2, "needs 2 GPUs")
 class TestTwoGPUsOneProcess(unittest.TestCase):
+    def test_collective_gemms_two_ranks(self):
+        m, n, k = 200, 264, 520
+        shapes = [("ag_gemm", m, n, k, torch.bfloat16), ("gemm_rs", m, n, k, torch.bfloat16),
+                  ("gemm_ar", m, n, k, torch.bfloat16)]
+        comms = loom.Comm.create_all([0, 1], _gemm_comm_config(shapes, 2))
+        try:
+            g = torch.Generator(device="cpu").manual_seed(9)
+            xs = [torch.randn(m, k, generator=g).bfloat16() for _ in range(2)]
+            ws = [(torch.randn(n, k, generator=g) / k ** 0.5).bfloat16() for _ in range(2)]
+            part = [torch.nn.functional.linear(x.double(), w.double()) for x, w in zip(xs, ws)]
+            total = part[0] + part[1]
+            for op in ("ag_gemm", "gemm_rs", "gemm_ar"):
+                ys = []
+                for r in range(2):  # launches are asynchronous: both ranks run together
+                    with torch.cuda.device(r):
+                        ys.append(getattr(lt, op)(xs[r].to(f"cuda:{r}"), ws[r].to(f"cuda:{r}"),
+                                                  comms[r]))
+                for r in range(2):
+                    torch.cuda.synchronize(r)
+                for r in range(2):
+                    if op == "ag_gemm":
+                        ref = torch.nn.functional.linear(torch.cat(xs).double(), ws[r].double())
+                    elif op == "gemm_rs":
+                        ref = total[r * m // 2:(r + 1) * m // 2]
+                    else:
+                        ref = total
+                    err = _row_rel_err(ys[r].cpu(), ref).max().item()
+                    self.assertLessEqual(err, 2e-2, f"{op} rank {r}")
+                if op == "gemm_ar":
+                    self.assertTrue(torch.equal(ys[0].cpu(), ys[1].cpu()),
+                                    "the all-reduce's C must be the same bits on every rank")
+        finally:
+            loom.Comm.close_all(comms)
+
     def test_expert_parallel_two_ranks(self):
         kw = dict(hidden_size=256, moe_intermediate_size=128, num_experts=8,
                   num_experts_per_tok=2)

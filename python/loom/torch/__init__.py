@@ -12,10 +12,15 @@
   comm_from_process_group  a loom communicator over a torch.distributed group
   torch.ops.loom.moe_forward / moe_forward_routing / moe_forward_routed
                            the custom ops (fake implementations registered)
+  ag_gemm / gemm_rs / gemm_ar, torch.ops.loom.ag_gemm / gemm_rs / gemm_ar
+                           the fused collective GEMMs (tensor-parallel linear
+                           layers) on a loom.Comm; gemm_workspace sizes it
 docs/python.md says what is guaranteed.
 """
 import torch as _torch  # noqa: F401  (fails here, not later, when torch is missing)
 
+from ._coll import (ag_gemm, gemm_ar, gemm_rs, gemm_workspace, get_comm, register_comm,
+                    unregister_comm)
 from ._dist import close_default_comms, comm_from_process_group, default_comm
 from ._dtypes import loom_dtype, torch_dtype
 from ._module import HF_EXPERT_NAMES, MoE
@@ -27,5 +32,6 @@ __all__ = [
     "MoE", "HF_EXPERT_NAMES", "reference_moe", "gate_logits", "gate_weights", "topk_ids",
     "comm_from_process_group", "default_comm", "close_default_comms", "moe_forward",
     "moe_forward_routing", "moe_forward_routed", "register_layer", "unregister_layer",
-    "get_layer", "loom_dtype", "torch_dtype",
+    "get_layer", "loom_dtype", "torch_dtype", "ag_gemm", "gemm_rs", "gemm_ar", "gemm_workspace",
+    "register_comm", "unregister_comm", "get_comm",
 ]
