@@ -223,13 +223,20 @@ static __device__ __forceinline__ uint32_t ptx_ld_shared_cluster_u32(uint32_t ad
   return v;
 }
 
-/* Arrive once (release, cluster scope) on the mbarrier at shared::cluster
- * address `addr` (a peer CTA's barrier, from ptx_mapa_shared) where `pred`
- * is nonzero; predicated like ptx_mbar_arrive_pred (no branch). */
+/* Arrive once on the mbarrier at shared::cluster address `addr` (a peer
+ * CTA's barrier, from ptx_mapa_shared) where `pred` is nonzero; predicated
+ * like ptx_mbar_arrive_pred (no branch). Default semantics (release at CTA
+ * scope), on purpose: the engine's consumers use it to hand a stage back to
+ * the peer's producer, whose only reaction is a TMA write into that stage,
+ * and the reads it must follow (wgmma) completed at wgmma.wait_group. A
+ * .release.cluster arrive compiles to MEMBAR.ALL.GPU + error barriers
+ * before the arrive, on every stage of every consumer warp: that fence was
+ * what held the 2-CTA variants at 0.3-0.6x (docs/tile.md "v3"). Code that
+ * needs the peer to see its earlier ordinary writes must fence itself. */
 static __device__ __forceinline__ void ptx_mbar_arrive_cluster_pred(uint32_t addr, uint32_t pred) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n"
-      "@p mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n}\n" ::"r"(addr),
+      "@p mbarrier.arrive.shared::cluster.b64 _, [%0];\n}\n" ::"r"(addr),
       "r"(pred)
       : "memory");
 }
