@@ -208,7 +208,7 @@ static void human_bytes(double b, char *out, size_t n) {
  * beside the window), in one table so their sizes, the allocation and the
  * release cannot drift apart. The intermediate h dominates: one row of ffn
  * per received row slot. */
-#define MOE_NUM_BUFFERS 12
+#define MOE_NUM_BUFFERS 14
 typedef struct {
   void **ptr;
   size_t bytes;
@@ -224,6 +224,8 @@ static void private_buffers(loom_moe_params *p, moe_buffer b[MOE_NUM_BUFFERS]) {
       {(void **)&p->wts, tk * sizeof(float)},
       {(void **)&p->dest_row, tk * sizeof(int32_t)},
       {(void **)&p->tile_counts, ntt * p->E * sizeof(int32_t)},
+      {(void **)&p->gate_lg, ntt * LOOM_MOE_TT * p->E * sizeof(float)},
+      {(void **)&p->gate_cnt, (ntt + 1) * sizeof(unsigned long long)},
       {(void **)&p->kept, (size_t)p->E * sizeof(int32_t)},
       {(void **)&p->row_token, rows * sizeof(int32_t)},
       {(void **)&p->h, drows * p->F * p->es},
@@ -343,6 +345,9 @@ loom_result_t loom_moe_create(loom_comm_t comm, const loom_moe_config_t *config,
   }
   /* the trace counter starts at 0; every kernel leaves it at 0 */
   CUDA_CHECK(cudaMemset(p->tr_state, 0, sizeof(loom_moe_trace_state)));
+  /* gate arrivals carry their call's epoch (moe.cu phase_gate): start at
+   * epoch 0, which no call has */
+  CUDA_CHECK(cudaMemset(p->gate_cnt, 0, ((size_t)(p->Tmax + LOOM_MOE_TT - 1) / LOOM_MOE_TT + 1) * sizeof(unsigned long long)));
   /* the window offsets are relative to the data region */
   p->hdr_off += comm->layout.data_offset;
   p->ready_off += comm->layout.data_offset;

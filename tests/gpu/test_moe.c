@@ -1700,7 +1700,8 @@ static int ceil_div(int64_t a, int64_t b) { return (int)((a + b - 1) / b); }
  * every event inside the kernel's window on a real SM with a known kind,
  * waits at least LOOM_MOE_TRACE_MIN_WAIT_NS, work slices of one SM never
  * overlapping, and the exact number of work slices of each kind, from the
- * host's routing: gate and combine one per 32-token tile, place one per
+ * host's routing: gate one per 32-token tile (and pass of 16 experts at
+ * small T), combine one per 32-token tile and column slice, place one per
  * block, dispatch one per (destination, local expert, 128-row tile) sent,
  * GEMM0 / GEMM1 (tiles received) x (column blocks), each with indices in
  * range. ev is sorted here. */
@@ -1745,7 +1746,20 @@ static int check_trace(const rank_ctx *rc, const moe_case *c, const host_data *d
     tiles_in += ceil_div(rows, 128);
   }
   for (int e = 0; e < E; e++) want[LOOM_MOE_TRACE_DISPATCH] += ceil_div(d->kept[(size_t)r * E + e], 128);
-  want[LOOM_MOE_TRACE_GATE] = want[LOOM_MOE_TRACE_COMBINE] = ceil_div(T, 32);
+  /* gate: one slice per (tile, pass of 16 experts) when the layer's gate
+   * routes, there are several passes and the split at least halves the
+   * busiest block's passes, else one per tile; combine: a
+   * tile's rows in ns column slices when the tiles alone leave blocks idle,
+   * each at least 8 16-byte vectors wide (moe.cu phase_gate, phase_combine) */
+  const int ntiles = ceil_div(T, 32), npass = ceil_div(E, 16);
+  const int vpr = c->H * dtype_bytes(c->dtype) / 16;
+  int ns = ntiles == 0 || ntiles >= blocks ? 1 : blocks / ntiles;
+  if (ns > vpr / 8) ns = vpr / 8;
+  if (ns < 1) ns = 1;
+  const int split = is_gate_route(c->route[r]) && npass > 1 &&
+                    2 * ceil_div((int64_t)ntiles * npass, blocks) <= ceil_div(ntiles, blocks) * npass;
+  want[LOOM_MOE_TRACE_GATE] = (int64_t)ntiles * (split ? npass : 1);
+  want[LOOM_MOE_TRACE_COMBINE] = (int64_t)ntiles * ns;
   want[LOOM_MOE_TRACE_PLACE] = info->blocks;
   want[LOOM_MOE_TRACE_GEMM0] = tiles_in * nF;
   want[LOOM_MOE_TRACE_GEMM1] = tiles_in * nH;

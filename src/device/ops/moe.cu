@@ -307,15 +307,18 @@ template <int DT> struct vec8 {
  * 32 x GATE_EP partial goes to shared memory and the nw partials are summed
  * in warp order, so the result is a fixed function of the inputs and the
  * block size. Experts past E and tokens past t1 contribute zeros and are not
- * written. All threads call it; red holds gate_scratch_bytes(blockDim.x / 32).
+ * written. All threads call it; red holds blockDim.x / 32 x
+ * gate_warp_bytes(p.gate_depth, es) (the rings, then the partials).
  *
  * Speed (docs/moe.md "Gate and place, session 5"): the MMAs alone would
  * take 8.3 us per 32 x 32 x 2048 (16 clocks per m16n8k16 per SM, measured);
- * a 32-token tile at E = 32 takes ~25 us here (logits and top-k), the
- * logits ~12.5 us as a standalone kernel. GATE_NB = 2 (16 experts a pass,
- * half the accumulators of 32) is what keeps the loop out of local memory
- * under the 384-thread kernel's 168-register cap; loading the next chunk
- * before this chunk's MMAs spilled and was slower. */
+ * a 32-token tile at E = 32 took ~25 us with one chunk per warp loaded into
+ * registers (logits and top-k), the logits ~12.5 us as a standalone
+ * kernel: the loads, not the MMAs, set the time. Loading the next chunk into
+ * registers before this chunk's MMAs spilled and was slower, hence the
+ * shared-memory ring below. GATE_NB = 2 (16 experts a pass, half the
+ * accumulators of 32) is what keeps the loop out of local memory under the
+ * 384-thread kernel's 168-register cap. */
 #define GATE_CHUNK 32 /* hidden values per warp step: 4 lanes x 8 */
 #define GATE_NB 2      /* n8 blocks of experts per pass (register budget) */
 #define GATE_EP (8 * GATE_NB) /* experts per pass */
@@ -324,37 +327,85 @@ static __host__ __device__ constexpr size_t gate_scratch_bytes(int warps) {
 }
 static_assert(LOOM_MOE_TT == 32 && LOOM_MOE_DIM_ALIGN % GATE_CHUNK == 0 && GATE_EP <= 32,
               "gate: 2 m16 blocks of tokens; hidden is whole chunks; a pass's partials fit");
+/* The gate ring: each warp streams its chunks through its own ring of
+ * p.gate_depth slots in shared memory with cp.async, so gate_depth chunks
+ * are in flight per warp and none of them sits in registers (one chunk in
+ * registers, as before, left the gate waiting on its loads: ~25 us per
+ * 32-token tile at E = 32 against 8.3 us of fp64 MMAs). A slot holds the
+ * 16-byte pieces of one chunk in [piece][lane] order: x rows g, g + 8,
+ * g + 16, g + 24 of the tile, then (OUT_IN weights) the pass's expert rows
+ * e0 + 8n + g; fp32 takes two pieces per vec8. A warp reads a piece as 512
+ * contiguous bytes (no bank conflict) and each lane reads only the pieces
+ * it copied itself, so cp.async.wait_group is the only ordering needed.
+ * The rings share the space of the pass's partials (`red`): a barrier
+ * separates the last ring read from the first partial write. */
+static __host__ __device__ constexpr int gate_slot_bytes(int es) {
+  return (4 + GATE_NB) * (es == 4 ? 2 : 1) * 32 * 16;
+}
+static __host__ __device__ constexpr size_t gate_warp_bytes(int depth, int es) {
+  return (size_t)depth * gate_slot_bytes(es) > 32 * 32 * sizeof(double)
+             ? (size_t)depth * gate_slot_bytes(es)
+             : 32 * 32 * sizeof(double);
+}
+#define GATE_MAX_DEPTH 4
+/* cp.async.wait_group takes an immediate: until at most n groups are pending */
+static __device__ __forceinline__ void gate_wait_pending(int n) {
+  switch (n) {
+  case 0: cp_async_wait<0>(); break;
+  case 1: cp_async_wait<1>(); break;
+  case 2: cp_async_wait<2>(); break;
+  default: cp_async_wait<GATE_MAX_DEPTH - 1>(); break;
+  }
+}
+static_assert(GATE_MAX_DEPTH - 1 == 3, "gate_wait_pending covers 0 .. GATE_MAX_DEPTH - 1");
+
 template <int DT>
-static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x, int t0, int t1,
-                                        float *lg, double *red) {
+static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x, int t0, int t1, int e_lo,
+                                        int e_hi, float *lg, double *red) {
   const int E = p.E, H = p.H;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
   const int g = lane >> 2, tq = lane & 3;
   const int out_in = p.wlayout == LOOM_WEIGHTS_OUT_IN;
   const int step = nw * GATE_CHUNK;
-  for (int e0 = 0; e0 < E; e0 += GATE_EP) {
-    /* the chunk at h0: xv[m] token row t0 + 8m + g (zeros past t1), wv[n]
-     * expert e0 + 8n + g (zeros past E) */
-    auto load_x = [&](int h0, vec8<DT> *xv) {
-      const int hl = h0 + 8 * tq;
+  constexpr int es = DT == LOOM_FP32 ? 4 : 2;
+  constexpr int NV = vec8<DT>::n; /* 16-byte pieces per vec8 */
+  const int D = p.gate_depth;
+  char *ring = (char *)red + (size_t)warp * gate_warp_bytes(D, es) + lane * 16;
+  /* this warp's chunks: hidden h0 = 32 warp + i step, i < nc */
+  const int nc = warp * GATE_CHUNK < H ? (H - warp * GATE_CHUNK + step - 1) / step : 0;
+  for (int e0 = e_lo; e0 < e_hi; e0 += GATE_EP) {
+    /* chunk i into slot i % D as one commit group (an empty one past nc,
+     * so exactly D groups are pending before each read) */
+    auto issue = [&](int i) {
+      if (i < nc) {
+        const int hl = warp * GATE_CHUNK + i * step + 8 * tq;
+        char *s = ring + (size_t)(i % D) * gate_slot_bytes(es);
 #pragma unroll
-      for (int m = 0; m < 4; m++) {
-        const int t = t0 + 8 * m + g;
-        if (t < t1) xv[m].load(x, (size_t)t * H + hl);
-        else xv[m].zero();
+        for (int m = 0; m < 4; m++) {
+          const int t = t0 + 8 * m + g; /* rows past t1: zeros, never read */
+          const char *src = (const char *)x + ((size_t)(t < t1 ? t : t0) * H + hl) * es;
+#pragma unroll
+          for (int j = 0; j < NV; j++) cp_async16(s + (m * NV + j) * 512, src + 16 * j, t < t1);
+        }
+        if (out_in) { /* wg [E x H]: the eight are contiguous; experts past E: zeros */
+#pragma unroll
+          for (int n = 0; n < GATE_NB; n++) {
+            const int e = e0 + 8 * n + g;
+            const char *src = (const char *)p.wg + ((size_t)(e < E ? e : 0) * H + hl) * es;
+#pragma unroll
+            for (int j = 0; j < NV; j++) cp_async16(s + ((4 + n) * NV + j) * 512, src + 16 * j, e < E);
+          }
+        }
       }
+      cp_async_commit();
     };
-    auto load_w = [&](int h0, vec8<DT> *wv) {
-      const int hl = h0 + 8 * tq;
+    /* IN_OUT weights (wg [H x E]): the eight are a column, gathered here */
+    auto load_w_kn = [&](int hl, vec8<DT> *wv) {
 #pragma unroll
       for (int n = 0; n < GATE_NB; n++) {
         const int e = e0 + 8 * n + g;
-        if (e >= E) {
-          wv[n].zero();
-        } else if (out_in) { /* wg [E x H]: the eight are contiguous */
-          wv[n].load(p.wg, (size_t)e * H + hl);
-        } else { /* wg [H x E] */
-          wv[n].zero();
+        wv[n].zero();
+        if (e < E) {
 #pragma unroll
           for (int j = 0; j < 8; j++) {
             const size_t i = (size_t)(hl + j) * E + e;
@@ -370,34 +421,45 @@ static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x,
       for (int n = 0; n < GATE_NB; n++)
 #pragma unroll
         for (int v = 0; v < 4; v++) acc[mb][n][v] = 0.0;
-    vec8<DT> xa[4], wb[GATE_NB];
-    int h0 = warp * GATE_CHUNK;
-    if (h0 < H) {
-      load_x(h0, xa);
-      load_w(h0, wb);
-    }
-    for (; h0 < H; h0 += step) {
+    for (int i = 0; i < D; i++) issue(i);
+    for (int i = 0; i < nc; i++) {
+      gate_wait_pending(D - 1); /* chunk i has landed */
+      const char *s = ring + (size_t)(i % D) * gate_slot_bytes(es);
+      vec8<DT> xa[4], wb[GATE_NB];
 #pragma unroll
-      for (int s = 0; s < 2; s++) {
+      for (int m = 0; m < 4; m++)
+#pragma unroll
+        for (int j = 0; j < NV; j++) xa[m].v[j] = *(const uint4 *)(s + (m * NV + j) * 512);
+      if (out_in) {
+#pragma unroll
+        for (int n = 0; n < GATE_NB; n++)
+#pragma unroll
+          for (int j = 0; j < NV; j++) wb[n].v[j] = *(const uint4 *)(s + ((4 + n) * NV + j) * 512);
+      } else {
+        load_w_kn(warp * GATE_CHUNK + i * step + 8 * tq, wb);
+      }
+#pragma unroll
+      for (int st = 0; st < 2; st++) {
         double b[GATE_NB][4];
 #pragma unroll
         for (int n = 0; n < GATE_NB; n++)
 #pragma unroll
-          for (int v = 0; v < 4; v++) b[n][v] = wb[n].get(4 * s + v);
+          for (int v = 0; v < 4; v++) b[n][v] = wb[n].get(4 * st + v);
 #pragma unroll
         for (int mb = 0; mb < 2; mb++) {
           double a[8]; /* a[v]: row g + 8 (v % 2) of block mb, k t + 4 (v / 2) */
 #pragma unroll
-          for (int v = 0; v < 8; v++) a[v] = xa[2 * mb + (v & 1)].get(4 * s + (v >> 1));
+          for (int v = 0; v < 8; v++) a[v] = xa[2 * mb + (v & 1)].get(4 * st + (v >> 1));
 #pragma unroll
           for (int n = 0; n < GATE_NB; n++) ptx_dmma_m16n8k16(acc[mb][n], a, b[n]);
         }
       }
-      if (h0 + step < H) {
-        load_x(h0 + step, xa);
-        load_w(h0 + step, wb);
-      }
+      /* the slot's pieces are in registers (the MMAs above consumed them):
+       * refill it */
+      issue(i + D);
     }
+    cp_async_wait<0>();
+    __syncthreads(); /* every ring drained before the partials overwrite them */
     /* partial [token 16mb + g + 8(v/2)][expert 8n + 2t + v%2] of this warp */
     double *mine = red + warp * 32 * GATE_EP;
 #pragma unroll
@@ -410,7 +472,7 @@ static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x,
     __syncthreads();
     for (int q = threadIdx.x; q < 32 * GATE_EP; q += blockDim.x) {
       const int tk = q / GATE_EP, e = e0 + q % GATE_EP;
-      if (t0 + tk < t1 && e < E) {
+      if (t0 + tk < t1 && e < e_hi) {
         double v = red[q];
         for (int w = 1; w < nw; w++) v += red[w * 32 * GATE_EP + q];
         lg[tk * E + e] = (float)v;
@@ -422,6 +484,19 @@ static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x,
 
 static_assert(LOOM_MOE_TT * LOOM_MOE_MAX_TOPK * sizeof(int) <= gate_scratch_bytes(moe_cfg::warps),
               "a tile's picks fit in the gate's partials space");
+/* Add one to the count of an (epoch << 32) | count word whose epoch is
+ * `tag` (a word of an older epoch counts as 0); returns the count before.
+ * Lock-free: a failed CAS means another thread's add landed. */
+static __device__ __forceinline__ uint32_t gate_count_add(unsigned long long *w, unsigned long long tag) {
+  unsigned long long old = __ldcg(w);
+  for (;;) {
+    const unsigned long long cur = (old & ~0xffffffffull) == tag ? old : tag;
+    const unsigned long long seen = atomicCAS(w, old, cur + 1);
+    if (seen == old) return (uint32_t)cur;
+    old = seen;
+  }
+}
+
 template <int DT>
 static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params &p,
                                   const loom_moe_call &call, moe_shared &sh, uint64_t epoch,
@@ -434,11 +509,70 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
    * once the logits are done, the partials' space holds the tile's picks */
   double *red = (double *)(lg_all + (((size_t)LOOM_MOE_TT * E + 3) & ~(size_t)3));
   int *pick = (int *)red; /* [(t - t0) * K + j] */
-  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+  /* Units of work. With at least a tile per block (or one pass, or caller
+   * routing) a unit is a token tile, taken round-robin, its logits in
+   * shared memory. With fewer tiles than blocks (decode, small T) the
+   * passes of GATE_EP experts of a tile are units of their own (unit =
+   * tile * npass + pass), after the first taken from a ticket counter:
+   * each writes its logits to gate_lg, and the block whose pass arrives last on the tile's
+   * counter reads them back and finishes the tile (top-k, counts); the
+   * ticket lets a block that finished a tile take fewer passes (static
+   * round-robin left the finishers behind, measured). Either way a logit is
+   * the same function of its inputs (a pass is computed alone by
+   * gate_logits_tile in both), so routing does not depend on T or the
+   * split. Counter words are (epoch << 32) | count, updated by CAS: a count
+   * left by a call that stopped halfway (abort) is stale by its epoch, not
+   * added to. gate_cnt[0] is the ticket, gate_cnt[1 + tile] the arrivals. */
+  const int npass = (E + GATE_EP - 1) / GATE_EP, G = (int)gridDim.x;
+  /* split where it at least halves the passes the busiest block runs
+   * (T = 4096, E = 32: 2 passes a block either way, and the split's extra
+   * finishing step made it slower, measured) */
+  const int split = call.ids_in == NULL && npass > 1 &&
+                    2 * ((ntiles * npass + G - 1) / G) <= (ntiles + G - 1) / G * npass;
+  const int nunits = split ? ntiles * npass : ntiles;
+  const unsigned long long tag = (unsigned long long)(uint32_t)epoch << 32;
+  /* split: first unit blockIdx.x, then G + tickets (a ticket for every
+   * block at once made 132 CAS loops fight over one word at the start,
+   * ~20 us, measured) */
+  for (int u = blockIdx.x, first = 1;; first = 0) {
+    if (split && !first) { /* (the barriers: every thread read sh.value's last use;
+                            * gate_logits_tile's barriers come before its next write) */
+      __syncthreads();
+      if (threadIdx.x == 0) sh.value = G + (int)gate_count_add(&p.gate_cnt[0], tag);
+      __syncthreads();
+      u = sh.value;
+    }
+    if (u >= nunits) break;
+    const int tile = split ? u / npass : u, pass = split ? u % npass : 0;
     const int t0 = tile * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
+    if (!split) u += G;
     tr_open(call, sh, TR_WORK, LOOM_MOE_TRACE_GATE, TR_NO_PEER, tile, t0, t1 - t0);
     if (call.ids_in == NULL) {
-      gate_logits_tile<DT>(p, call.x, t0, t1, lg_all, red);
+      if (!split) {
+        gate_logits_tile<DT>(p, call.x, t0, t1, 0, E, lg_all, red);
+      } else {
+        float *lgt = p.gate_lg + (size_t)tile * LOOM_MOE_TT * E;
+        gate_logits_tile<DT>(p, call.x, t0, t1, pass * GATE_EP, min(E, (pass + 1) * GATE_EP), lgt, red);
+        /* (gate_logits_tile ends with a barrier: every logit of the pass is written) */
+        if (threadIdx.x == 0) {
+          __threadfence(); /* release: this pass's logits before the arrival */
+          const int arrived = (int)gate_count_add(&p.gate_cnt[1 + tile], tag) + 1;
+          __threadfence(); /* acquire: the other passes' logits after their arrivals */
+          sh.value = arrived == npass;
+        }
+        __syncthreads();
+        if (!sh.value) { /* another pass of the tile is still running: it finishes the tile */
+          tr_close(p, call, sh, TR_WORK);
+          continue;
+        }
+        /* the tile's logits back, 16 bytes a load, several in flight
+         * (lgt is 16-byte aligned: 32 E floats a tile) */
+        const int n = (t1 - t0) * E, n4 = n / 4;
+#pragma unroll 4
+        for (int i = threadIdx.x; i < n4; i += blockDim.x) ((float4 *)lg_all)[i] = __ldcg((const float4 *)lgt + i);
+        for (int i = 4 * n4 + threadIdx.x; i < n; i += blockDim.x) lg_all[i] = __ldcg(&lgt[i]);
+        __syncthreads();
+      }
       for (int a = warp; a < t1 - t0; a += nwarps) gate_token(p, lg_all + a * E, t0 + a, lane, pick + a * K);
       __syncwarp();
     } else {
@@ -1310,6 +1444,7 @@ static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_p
 /* Combine: vectors per thread at once, routing slots loaded per batch. */
 #define COMBINE_U 4
 #define COMBINE_JB 2
+#define COMBINE_MIN_VEC 8 /* 16-byte vectors of a row per unit at least */
 static_assert(LOOM_MOE_TT * LOOM_MOE_MAX_TOPK * (sizeof(void *) + sizeof(float)) <= MOE_PLACE_BASE_BYTES,
               "combine's per-tile table fits in every kernel's dynamic shared memory");
 
@@ -1324,7 +1459,16 @@ static __device__ int phase_combine(const loom_dev_comm &c, const loom_moe_param
   const int ntiles = (T_ + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
   constexpr int per_vec = 16 / sizeof(T);
   const int vec_per_row = p.H / per_vec;
-  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+  /* Units: a token tile's rows split into ns column slices when the tiles
+   * alone would leave blocks idle (decode: 4 tiles at T = 128, one block
+   * each took ~52 us at k = 8, its loads in flight far too few), at least
+   * COMBINE_MIN_VEC 16-byte vectors (a 128-byte line) per row and slice.
+   * Every output element is the same sum in the same slot order whatever
+   * the split. */
+  const int ns = ntiles == 0 || ntiles >= (int)gridDim.x ? 1 : max(1, min((int)gridDim.x / ntiles, vec_per_row / COMBINE_MIN_VEC));
+  for (int unit = blockIdx.x; unit < ntiles * ns; unit += gridDim.x) {
+    const int tile = unit / ns, sl = unit % ns;
+    const int va = (int)((long long)vec_per_row * sl / ns), vw = (int)((long long)vec_per_row * (sl + 1) / ns) - va;
     const int t0 = tile * LOOM_MOE_TT, t1 = min(T_, t0 + LOOM_MOE_TT);
     tr_open(call, sh, TR_WORK, LOOM_MOE_TRACE_COMBINE, TR_NO_PEER, tile, t0, t1 - t0);
     tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_RETURN, TR_NO_PEER, tile, t0, t1 - t0);
@@ -1356,15 +1500,15 @@ static __device__ int phase_combine(const loom_dev_comm &c, const loom_moe_param
      * loading the rows of COMBINE_JB routing slots before adding them, so
      * COMBINE_U * COMBINE_JB loads are in flight; slots are added in index
      * order (bitwise deterministic, the same sums as one slot at a time) */
-    const int nvec = (t1 - t0) * vec_per_row;
+    const int nvec = (t1 - t0) * vw;
     for (int i0 = threadIdx.x; i0 < nvec; i0 += COMBINE_U * blockDim.x) {
       float acc[COMBINE_U][per_vec];
       int tok[COMBINE_U], v[COMBINE_U];
 #pragma unroll
       for (int u = 0; u < COMBINE_U; u++) {
         const int i = min(i0 + u * (int)blockDim.x, nvec - 1); /* past the end: a repeat, not stored */
-        tok[u] = i / vec_per_row;
-        v[u] = i % vec_per_row;
+        tok[u] = i / vw;
+        v[u] = va + i % vw;
 #pragma unroll
         for (int q = 0; q < per_vec; q++) acc[u][q] = 0.f;
       }
@@ -1517,8 +1661,25 @@ static cudaError_t launch_parts(const loom_dev_comm *c, const loom_moe_params *p
     smem = 1024 + CFG::dg_offset + 4 * CFG::STAGES; /* alignment slack, ring, task words */
     if ((e = make_maps(p, CFG::dtype, &maps)) != cudaSuccess) return e;
   }
-  /* gate: logits of a tile (padded to 16 bytes), then the partials */
-  const size_t gate = (((size_t)LOOM_MOE_TT * p->E + 3) & ~(size_t)3) * sizeof(float) + gate_scratch_bytes(threads / 32);
+  /* gate: logits of a tile (padded to 16 bytes), then every warp's ring
+   * (the pass's partials reuse it): the deepest ring, up to
+   * GATE_MAX_DEPTH chunks, that fits beside the block's static shared
+   * memory; depth 1 is the old footprint */
+  const size_t lg_bytes = (((size_t)LOOM_MOE_TT * p->E + 3) & ~(size_t)3) * sizeof(float);
+  int dev, optin;
+  cudaFuncAttributes fa;
+  if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
+  if ((e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess) return e;
+  if ((e = cudaFuncGetAttributes(&fa, kernel)) != cudaSuccess) return e;
+  const size_t room = (size_t)optin > fa.sharedSizeBytes ? (size_t)optin - fa.sharedSizeBytes : 0;
+  loom_moe_params q = *p;
+  q.gate_depth = 1;
+  for (int d = GATE_MAX_DEPTH; d > 1; d--)
+    if (lg_bytes + (size_t)(threads / 32) * gate_warp_bytes(d, p->es) <= room) {
+      q.gate_depth = d;
+      break;
+    }
+  const size_t gate = lg_bytes + (size_t)(threads / 32) * gate_warp_bytes(q.gate_depth, p->es);
   const size_t stage = (size_t)LOOM_MOE_BM * STAGE_LD * sizeof(T);
   if (gate > smem) smem = gate;
   if (stage > smem) smem = stage;
@@ -1540,7 +1701,7 @@ static cudaError_t launch_parts(const loom_dev_comm *c, const loom_moe_params *p
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, moe_kernel<MATH, PARTS, HOP>, *c, *p, *call, maps);
+  return cudaLaunchKernelEx(&cfg, moe_kernel<MATH, PARTS, HOP>, *c, q, *call, maps);
 }
 
 /* Which engine runs the expert GEMMs: the Hopper engine for K-major weights

@@ -82,6 +82,7 @@ typedef struct {
   int wlayout;         /* loom_weight_layout_t of wg, w1, w2 */
   double capacity_factor;
   int es;              /* bytes per element */
+  int gate_depth;      /* chunks in flight per gate warp (moe.cu "gate ring"; set at launch) */
   /* window (offsets from the window base) */
   size_t hdr_off, hdr_stride, hdr_parity_bytes, ready_off, back_off, disp_off, ret_off, row_bytes;
   uint32_t cfg_hash;   /* of the shape; travels after the counts in headers */
@@ -91,6 +92,8 @@ typedef struct {
   float *wts;          /* [Tmax*K] */
   int32_t *dest_row;   /* [Tmax*K] row in the destination's region, -1 dropped */
   int32_t *tile_counts;/* [ceil(Tmax/TT)][E] assignments per token tile */
+  float *gate_lg;      /* [ceil(Tmax/TT)][TT][E] logits of a tile whose passes ran on several blocks */
+  unsigned long long *gate_cnt; /* [1 + ceil(Tmax/TT)] ticket, passes done per tile: (epoch << 32) | count (moe.cu phase_gate) */
   int32_t *kept;       /* [E] kept rows per expert (this source) */
   int32_t *row_token;  /* [R][Cs] token of each row sent, per destination */
   void *h;             /* [DR][F] FFN intermediate, dtype, rows as dispatch */
