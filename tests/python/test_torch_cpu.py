@@ -456,8 +456,9 @@ class TestCollectiveGemmOps(unittest.TestCase):
         lt.unregister_comm(self.id)
 
     @staticmethod
-    def mk(*shape, dtype=torch.bfloat16, device="meta"):
-        return torch.empty(*shape, dtype=dtype, device=device)
+    def mk(*shape, dtype=None, device="meta"):
+        # (no torch.bfloat16 default: the class body runs without torch too)
+        return torch.empty(*shape, dtype=torch.bfloat16 if dtype is None else dtype, device=device)
 
     def test_meta_shapes(self):
         x, w = self.mk(100, 64), self.mk(48, 64)
