@@ -313,10 +313,10 @@ template <int DT> struct vec8 {
  * Speed (docs/moe.md "Gate and place, session 5"): the MMAs alone would
  * take 8.3 us per 32 x 32 x 2048 (16 clocks per m16n8k16 per SM, measured);
  * a 32-token tile at E = 32 took ~25 us with one chunk per warp loaded into
- * registers (logits and top-k), the logits ~12.5 us as a standalone
- * kernel: the loads, not the MMAs, set the time. Loading the next chunk into
- * registers before this chunk's MMAs spilled and was slower, hence the
- * shared-memory ring below. GATE_NB = 2 (16 experts a pass, half the
+ * registers (logits and top-k), ~23 us with the shared-memory ring below
+ * (session 9): what is left is the fp64 work, the DMMAs and the bf16 ->
+ * fp64 conversions feeding them (docs/moe.md). Loading the next chunk into
+ * registers before this chunk's MMAs spilled and was slower. GATE_NB = 2 (16 experts a pass, half the
  * accumulators of 32) is what keeps the loop out of local memory under the
  * 384-thread kernel's 168-register cap. */
 #define GATE_CHUNK 32 /* hidden values per warp step: 4 lanes x 8 */
@@ -329,9 +329,7 @@ static_assert(LOOM_MOE_TT == 32 && LOOM_MOE_DIM_ALIGN % GATE_CHUNK == 0 && GATE_
               "gate: 2 m16 blocks of tokens; hidden is whole chunks; a pass's partials fit");
 /* The gate ring: each warp streams its chunks through its own ring of
  * p.gate_depth slots in shared memory with cp.async, so gate_depth chunks
- * are in flight per warp and none of them sits in registers (one chunk in
- * registers, as before, left the gate waiting on its loads: ~25 us per
- * 32-token tile at E = 32 against 8.3 us of fp64 MMAs). A slot holds the
+ * are in flight per warp and none of them sits in registers. A slot holds the
  * 16-byte pieces of one chunk in [piece][lane] order: x rows g, g + 8,
  * g + 16, g + 24 of the tile, then (OUT_IN weights) the pass's expert rows
  * e0 + 8n + g; fp32 takes two pieces per vec8. A warp reads a piece as 512
@@ -511,11 +509,12 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
   int *pick = (int *)red; /* [(t - t0) * K + j] */
   /* Units of work. With at least a tile per block (or one pass, or caller
    * routing) a unit is a token tile, taken round-robin, its logits in
-   * shared memory. With fewer tiles than blocks (decode, small T) the
-   * passes of GATE_EP experts of a tile are units of their own (unit =
-   * tile * npass + pass), after the first taken from a ticket counter:
-   * each writes its logits to gate_lg, and the block whose pass arrives last on the tile's
-   * counter reads them back and finishes the tile (top-k, counts); the
+   * shared memory. Where that leaves blocks idle (decode, small T; `split`
+   * below says when) the passes of GATE_EP experts of a tile are units of
+   * their own (unit = tile * npass + pass), after the first taken from a
+   * ticket counter: each writes its logits to gate_lg, and the block whose
+   * pass arrives last on the tile's counter reads them back and finishes
+   * the tile (top-k, counts); the
    * ticket lets a block that finished a tile take fewer passes (static
    * round-robin left the finishers behind, measured). Either way a logit is
    * the same function of its inputs (a pass is computed alone by

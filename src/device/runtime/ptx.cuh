@@ -231,7 +231,7 @@ static __device__ __forceinline__ uint32_t ptx_ld_shared_cluster_u32(uint32_t ad
  * and the reads it must follow (wgmma) completed at wgmma.wait_group. A
  * .release.cluster arrive compiles to MEMBAR.ALL.GPU + error barriers
  * before the arrive, on every stage of every consumer warp: that fence was
- * what held the 2-CTA variants at 0.3-0.6x (docs/tile.md "v3"). Code that
+ * what held the 2-CTA variants at 0.3-0.6x (docs/tile.md "v5"). Code that
  * needs the peer to see its earlier ordinary writes must fence itself. */
 static __device__ __forceinline__ void ptx_mbar_arrive_cluster_pred(uint32_t addr, uint32_t pred) {
   asm volatile(
