@@ -760,19 +760,25 @@ static __device__ __forceinline__ void hop_mma_stage(float *acc, uint64_t da0, u
  * batch kb is issued before the wait for batch kb-1, whose stage is then
  * released. On return every batch has completed and every stage of the task
  * is released. Returns 1 when the task was skipped (flag on its first stage;
- * its stages are released without math and acc is untouched).
+ * its stages are released without math and acc is untouched). `idle`: this
+ * WG has no live row in the task (cooperative tile, its 64 rows all past the
+ * group's end): its stages are released the same way, without math, and 0
+ * is returned (the caller knows it stores nothing; the other WG does the
+ * task at full speed, the tensor cores not shared).
  * Ping-pong: once the task's last full barrier has been passed (last batch
  * issued, or skipped task drained), arrive on named barrier sig_bar when
  * `sig` (the other WG may then start waiting on the next task's stages). */
 template <class CFG>
 static __device__ __forceinline__ int hop_mainloop_w1(float *acc, const hop_smem &sm, uint64_t da0,
                                                       uint64_t db0, const hop_task &t, uint32_t &stage,
-                                                      uint32_t &phase, uint32_t sig_bar, uint32_t sig) {
+                                                      uint32_t &phase, uint32_t sig_bar, uint32_t sig,
+                                                      int idle = 0) {
   const int lane = threadIdx.x & 31;
   /* the task's first stage says whether it was skipped: decide before any
    * wgmma is in flight, so the mma loop below has no data-dependent branch */
   hop_mbar_wait(&sm.full[stage], phase);
-  if (sm.flag[stage] != 0) {
+  const int skipped = sm.flag[stage] != 0;
+  if (skipped || idle) {
     for (int kb = t.kb0; kb < t.kb1; kb++) {
       if (kb != t.kb0) hop_mbar_wait(&sm.full[stage], phase);
       hop_release<CFG>(sm, stage, lane == 0);
@@ -782,7 +788,7 @@ static __device__ __forceinline__ int hop_mainloop_w1(float *acc, const hop_smem
       }
     }
     ptx_named_bar_arrive_pred(sig_bar, 128 * CFG::consumer_wgs, sig);
-    return 1;
+    return skipped;
   }
   uint32_t prev = stage;
   for (int kb = t.kb0; kb < t.kb1; kb++) {
@@ -933,11 +939,14 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
     }
   } else if (CFG::ml == HOP_ML_COOP) { /* ---- both WGs on each task, one batch in flight ---- */
     while (hop_sched_next<CFG, hop_side_chunked<SIDE>::value>(&sc, p, &t)) {
-      const int skipped = hop_mainloop_w1<CFG>(acc, sm, da0, db0, t, stage, phase, HOP_BAR_ORDER, 0);
+      /* a group's last m-block with <= 64 live rows: WG 1 has none (not
+       * with split-K, whose reduction takes both WGs' partials) */
+      const int idle = CFG::BM == 128 && p.split_k == 1 && t.m_blk * CFG::BM + row_off >= t.rows;
+      const int skipped = hop_mainloop_w1<CFG>(acc, sm, da0, db0, t, stage, phase, HOP_BAR_ORDER, 0, idle);
       if (p.split_k > 1) {
         hop_splitk_finish<CFG, ACT, OUT>(acc, p, sm, t, skipped, row_off, col_off);
       } else if (!skipped) {
-        hop_epilogue<CFG, ACT, OUT, CFG::acc_regs>(acc, p, t, row_off, col_off);
+        if (!idle) hop_epilogue<CFG, ACT, OUT, CFG::acc_regs>(acc, p, t, row_off, col_off);
         hop_task_done<CFG>(side, t, wg);
       }
     }
