@@ -686,7 +686,15 @@ typedef enum {
   LOOM_MOE_TRACE_WAIT_RETURN = 11,  /* a combine tile waiting for the
                                        expert outputs of its tokens (from
                                        any rank): a, b, c as the combine */
-  LOOM_MOE_TRACE_NUM_KINDS = 12
+  LOOM_MOE_TRACE_WAIT_STAGE = 12,   /* Hopper engine (K-major weights): the
+                                       block's GEMM warpgroups waiting for
+                                       their next task's first operand
+                                       stage, i.e. for the producer's
+                                       ticket, its dispatch / GEMM0 wait
+                                       and the loads (or, last, for the
+                                       end of the phase); a = the block's
+                                       task number (0, 1, ...) */
+  LOOM_MOE_TRACE_NUM_KINDS = 13
 } loom_moe_trace_kind_t;
 
 /* Kinds below this are work, the others waits. */

@@ -6,7 +6,8 @@
 
 static const char *const kind_names[LOOM_MOE_TRACE_NUM_KINDS] = {
     "gate",         "place",       "dispatch",    "GEMM0",         "GEMM1",      "combine",
-    "wait barrier", "wait credit", "wait header", "wait dispatch", "wait GEMM0", "wait return"};
+    "wait barrier", "wait credit", "wait header", "wait dispatch", "wait GEMM0", "wait return",
+    "wait stage"};
 
 const char *cli_trace_kind_name(int kind) {
   return kind >= 0 && kind < LOOM_MOE_TRACE_NUM_KINDS ? kind_names[kind] : "unknown";
@@ -72,6 +73,10 @@ static int put_slice(FILE *f, int *first, int pid, const loom_moe_trace_info_t *
       const size_t at = strlen(args);
       snprintf(args + at, sizeof args - at, "%d", c);
     }
+    break;
+  case LOOM_MOE_TRACE_WAIT_STAGE:
+    snprintf(name, sizeof name, "wait stage task %d", a);
+    snprintf(args, sizeof args, "\"task\": %d", a);
     break;
   default:
     return -1;

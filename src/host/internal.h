@@ -92,6 +92,8 @@ struct loom_moe {
   loom_comm_t comm;
   loom_moe_params p; /* shapes, window offsets, private buffers, weights */
   int weights_set;
+  loom_moe_plan *plan; /* what a forward launches (moe.h); built by the first forward after
+                          loom_moe_set_weights, which drops the old one */
   /* loom_moe_set_trace: the caller's buffers (events NULL: off) */
   loom_moe_trace_event_t *trace_events;
   int64_t trace_capacity;

@@ -389,6 +389,10 @@ loom_result_t loom_moe_set_weights(loom_moe_t moe, const void *gate_w, const voi
   moe->p.w1 = w1;
   moe->p.w2 = w2;
   moe->weights_set = 1;
+  /* the plan's tensor maps point at the old weights; a launch already made
+   * holds its own copy of them */
+  loom_moe_plan_destroy(moe->plan);
+  moe->plan = NULL;
   return LOOM_SUCCESS;
 }
 
@@ -433,7 +437,8 @@ loom_result_t loom_moe_forward_ex(loom_moe_t moe, const loom_moe_args_t *a, cuda
   call.tr_events = moe->trace_events;
   call.tr_capacity = moe->trace_capacity;
   call.tr_info = moe->trace_info;
-  CUDA_CHECK(loom_launch_moe(&dc, p, &call, stream));
+  if (moe->plan == NULL) CUDA_CHECK(loom_moe_plan_create(&dc, &moe->p, &moe->plan));
+  CUDA_CHECK(loom_launch_moe(moe->plan, &dc, p, &call, stream));
   return LOOM_SUCCESS;
 fail:
   return res;
@@ -477,6 +482,7 @@ loom_result_t loom_moe_destroy(loom_moe_t moe) {
   CUDA_CHECK(cudaSetDevice(moe->comm->device));
   CUDA_CHECK(cudaDeviceSynchronize());
 fail:
+  loom_moe_plan_destroy(moe->plan);
   free_buffers(&moe->p);
   free(moe);
   return res;

@@ -120,6 +120,7 @@ static void test_json(void) {
       ev(0, LOOM_MOE_TRACE_GEMM1, 4100, 9000, 0, 2, 1, 15),
       ev(0, LOOM_MOE_TRACE_COMBINE, 9000, 9500, LOOM_MOE_TRACE_NO_PEER, 9, 288, 32),
       ev(0, LOOM_MOE_TRACE_WAIT_RETURN, 9000, 9400, LOOM_MOE_TRACE_NO_PEER, 9, 288, 32),
+      ev(0, LOOM_MOE_TRACE_WAIT_STAGE, 3900, 4100, LOOM_MOE_TRACE_NO_PEER, 6, 0, 0),
   };
   const loom_moe_trace_event_t e1[] = {ev(131, LOOM_MOE_TRACE_GEMM1, 10, 20, 0, 0, 0, 0)};
   cli_trace_gpu g[2];
@@ -163,9 +164,11 @@ static void test_json(void) {
       "\"name\": \"GEMM1 src0 e2 t1 c15\"",
       "\"name\": \"combine tile 9\"",
       "\"name\": \"wait return tile 9\", \"cat\": \"wait\"",
+      "{\"name\": \"wait stage task 6\", \"cat\": \"wait\", \"ph\": \"X\", \"pid\": 0, "
+      "\"tid\": 0, \"ts\": 3.900, \"dur\": 0.200, \"args\": {\"task\": 6}}",
       "\"tid\": 131, \"ts\": 0.010, \"dur\": 0.010",
       "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 0, \"args\": {\"name\": \"GPU 0 "
-      "(rank 0): 12 events, 3 dropped\"}}",
+      "(rank 0): 13 events, 3 dropped\"}}",
       "\"args\": {\"name\": \"GPU 1 (rank 1): 1 events, 0 dropped\"}",
       "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": 5, \"args\": {\"name\": "
       "\"SM 5\"}}",
@@ -186,7 +189,7 @@ static void test_json(void) {
   for (const char *p = buf; (p = strstr(p, "\"ph\": \"X\"")) != NULL; p++) slices++;
   CHECK(braces == 0 && brackets == 0 && quotes % 2 == 0, "balanced: %d %d %d", braces, brackets,
         quotes);
-  CHECK(slices == 12 + 1 + 2, "one slice per event plus a kernel slice per GPU: %d", slices);
+  CHECK(slices == 13 + 1 + 2, "one slice per event plus a kernel slice per GPU: %d", slices);
   free(buf);
 
   loom_moe_trace_event_t bad = ev(0, 99, 0, 1, 0, 0, 0, 0);
@@ -199,6 +202,7 @@ static void test_json(void) {
   }
   CHECK(strcmp(cli_trace_kind_name(LOOM_MOE_TRACE_GEMM1), "GEMM1") == 0 &&
             strcmp(cli_trace_kind_name(LOOM_MOE_TRACE_WAIT_RETURN), "wait return") == 0 &&
+            strcmp(cli_trace_kind_name(LOOM_MOE_TRACE_WAIT_STAGE), "wait stage") == 0 &&
             strcmp(cli_trace_kind_name(LOOM_MOE_TRACE_NUM_KINDS), "unknown") == 0 &&
             strcmp(cli_trace_kind_name(-1), "unknown") == 0,
         "kind names");

@@ -55,6 +55,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <new>
+
 #include "../runtime/transport.cuh"
 #include "../tile/gemm_tile.cuh"
 #include "../tile/hopper_host.cuh" /* hopper.cuh and its tensor maps */
@@ -1220,8 +1222,33 @@ template <> struct moe_hop<TILE_TF32> { typedef hop_cfg<HOP_TF32, 128, 256, 4, H
 #define MOE_HOP_THREADS 384
 static_assert(MOE_HOP_THREADS <= LOOM_MOE_MAX_EXPERTS && moe_cfg::threads <= LOOM_MOE_MAX_EXPERTS,
               "place's slice sums [ns][E] (ns * E <= max(threads, E)) fit in 4 * MAX_EXPERTS bytes");
-#define MOE_HOP_BAR_DONE 4     /* named barrier: both consumer WGs stored their rows */
 #define MOE_HOP_BAR_PRODUCER 5 /* named barrier: the producer WG's four warps */
+
+/* Task completion off the consumers' path. A finished task's counters
+ * (task_done: a GPU- or system-scope fence, then atomics) are updated by a
+ * "signaler" thread (lane 0 of the producer WG's warp 1, otherwise idle),
+ * not by consumer thread 0: its fence waited for the warp's stores to land
+ * (~1 us, longer at system scope) while warpgroup 0 could not issue the
+ * next task's wgmmas. Hand-off through a ring of MOE_SIG slots in shared
+ * memory, each with two mbarriers:
+ *   full[i]  MOE_SIG_ARRIVALS arrivals: lane 0 of each consumer warp after
+ *            __syncwarp (the warp's stores are ordered before its release
+ *            arrive); thread 0 wrote the slot's ticket first (-1: the
+ *            consumers are done, the signaler returns)
+ *   free[i]  1 arrival: the signaler handled the slot; a consumer warp
+ *            waits for it before arriving on full[i] again (otherwise the
+ *            signaler could miss a phase), MOE_SIG tasks later
+ * The signaler acquires full[i], then task_done fences at GPU / system
+ * scope and counts: the same chain as the old barrier + thread 0 fence. */
+#define MOE_SIG 4
+#define MOE_SIG_ARRIVALS 8 /* consumer warps */
+struct moe_sig {
+  uint64_t *full, *free;
+  volatile int32_t *ticket;
+};
+/* bytes after the engine's task words (hop_cfg::dg_offset + 4 * STAGES,
+ * 8-aligned): full[MOE_SIG], free[MOE_SIG], ticket[MOE_SIG] */
+#define MOE_SIG_BYTES (MOE_SIG * (8 + 8 + 4))
 
 /* Tensor maps of the phase (kernel parameter, __grid_constant__): A of
  * GEMM0 over the dispatch region [DR x H], B of GEMM0 over w1 [El * F1 x H],
@@ -1363,27 +1390,64 @@ static __device__ __forceinline__ void moe_hop_store_h(int act, const float *acc
   }
 }
 
+/* A consumer warp posts its n-th finished task (ticket, or -1 at the end)
+ * to the signaler. Every lane of the warp calls it after its stores. */
+static __device__ __forceinline__ void moe_sig_post(const moe_sig &sg, int n, int ticket) {
+  const int slot = n % MOE_SIG;
+  const uint32_t par = (uint32_t)(n / MOE_SIG) & 1u;
+  const int lane = threadIdx.x & 31;
+  /* the signaler handled this slot's previous use (a fresh barrier passes
+   * parity 1, as the engine's empty barriers) */
+  if (lane == 0) hop_mbar_wait(&sg.free[slot], par ^ 1u);
+  if (threadIdx.x == 0) sg.ticket[slot] = ticket;
+  __syncwarp();
+  if (lane == 0) ptx_mbar_arrive(&sg.full[slot]);
+}
+
+/* The signaler: one thread, at the producer's register budget. */
+static __device__ void moe_hop_signaler(const loom_dev_comm &c, const loom_moe_params &p, const moe_shared &sh,
+                                        const moe_sig &sg, uint64_t epoch, int n0, int nF, int nH) {
+  for (int n = 0;; n++) {
+    const int slot = n % MOE_SIG;
+    hop_mbar_wait(&sg.full[slot], (uint32_t)(n / MOE_SIG) & 1u);
+    const int ticket = sg.ticket[slot];
+    if (ticket < 0) return;
+    task_done(c, p, sh, moe_decode(c, p, sh, ticket, n0, nF, nH), nH, epoch);
+    ptx_mbar_arrive(&sg.free[slot]);
+  }
+}
+
 template <class CFG, int DT>
 static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_params &p,
                                         const loom_moe_call &call, moe_shared &sh, const hop_smem &sm,
-                                        volatile int32_t *task_of, uint64_t epoch, int n0, int nF, int nH,
-                                        int wg) {
+                                        volatile int32_t *task_of, const moe_sig &sg, uint64_t epoch, int n0,
+                                        int nF, int nH, int wg) {
   typedef typename elem<DT>::T T;
   const int hc = p.gated ? CFG::BN / 2 : CFG::BN;
   const uint64_t da0 = hop_desc(sm.a + wg * 64 * 128), db0 = hop_desc(sm.b);
   float acc[CFG::acc_regs];
   uint32_t stage = 0, phase = 0;
-  for (;;) {
+  for (int n = 0;; n++) {
+    tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_STAGE, TR_NO_PEER, n, 0, 0);
     hop_mbar_wait(&sm.full[stage], phase);
+    tr_close(p, call, sh, TR_WAIT);
     const int ticket = task_of[stage];
-    if (ticket < 0) return;
+    if (ticket < 0) {
+      moe_sig_post(sg, n, -1);
+      return;
+    }
     const moe_task t = moe_decode(c, p, sh, ticket, n0, nF, nH);
     tr_open(call, sh, TR_WORK, t.gemm ? LOOM_MOE_TRACE_GEMM1 : LOOM_MOE_TRACE_GEMM0, t.s, t.le, t.tl, t.nb);
     hop_task ht;
     ht.kb0 = 0;
     ht.kb1 = (t.gemm ? p.F : p.H) / CFG::BK;
-    hop_mainloop_w1<CFG>(acc, sm, da0, db0, ht, stage, phase, HOP_BAR_ORDER, 0);
-    if (t.gemm == 0) {
+    /* a tile of <= 64 rows (an expert's last, and every tile at decode):
+     * WG 1 has no live row, WG 0 runs it alone (half the tensor-core work) */
+    const int idle = wg == 1 && t.rows <= 64;
+    hop_mainloop_w1<CFG>(acc, sm, da0, db0, ht, stage, phase, HOP_BAR_ORDER, 0, idle);
+    if (idle) {
+      /* nothing to store: every row of this WG is past the tile's end */
+    } else if (t.gemm == 0) {
       const int c0 = t.nb * hc;
       char *dst = (char *)p.h + (t.row0 * p.F + (size_t)c0) * sizeof(T);
       moe_hop_store_h<DT>(p.act, acc, dst, (size_t)p.F * sizeof(T), t.rows, min(hc, p.F - c0), wg);
@@ -1392,9 +1456,8 @@ static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_p
       const moe_ret ret = {&c, &p, &sh, t.le, (int)t.row0, t.s, (size_t)c0 * sizeof(T)};
       moe_hop_store<DT, MOE_HOP_AS_IS>(acc, NULL, 0, t.rows, min(CFG::BN, p.H - c0), wg, &ret);
     }
-    ptx_named_bar_sync(MOE_HOP_BAR_DONE, 256); /* both consumer WGs' stores */
-    if (threadIdx.x == 0) task_done(c, p, sh, t, nH, epoch);
     tr_close(p, call, sh, TR_WORK);
+    moe_sig_post(sg, n, ticket); /* the signaler counts it (task_done) */
   }
 }
 
@@ -1410,7 +1473,18 @@ static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_p
   uint8_t *base = hop_smem_base(smem);
   const hop_smem sm = hop_smem_ring<CFG>(base);
   volatile int32_t *task_of = (volatile int32_t *)(base + CFG::dg_offset);
-  if (threadIdx.x == 0) hop_ring_init<CFG>(sm);
+  static_assert((CFG::dg_offset + 4 * CFG::STAGES) % 8 == 0, "signal barriers are 8-aligned");
+  moe_sig sg;
+  sg.full = (uint64_t *)(base + CFG::dg_offset + 4 * CFG::STAGES);
+  sg.free = sg.full + MOE_SIG;
+  sg.ticket = (volatile int32_t *)(sg.free + MOE_SIG);
+  if (threadIdx.x == 0) {
+    hop_ring_init<CFG>(sm);
+    for (int i = 0; i < MOE_SIG; i++) {
+      ptx_mbar_init(&sg.full[i], MOE_SIG_ARRIVALS);
+      ptx_mbar_init(&sg.free[i], 1);
+    }
+  }
   /* the earlier phases wrote this memory through the generic proxy; TMA
    * writes it through the async proxy from now on */
   ptx_fence_proxy_async();
@@ -1426,12 +1500,14 @@ static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_p
     ptx_setmaxnreg_dec<CFG::producer_regs>();
     if ((threadIdx.x & 127) == 0)
       failed = moe_hop_producer<CFG>(c, p, sh, sm, task_of, maps, epoch, n0, total, nF, nH, &fail);
+    else if ((threadIdx.x & 127) == 32)
+      moe_hop_signaler(c, p, sh, sg, epoch, n0, nF, nH);
     ptx_named_bar_sync(MOE_HOP_BAR_PRODUCER, 128); /* the whole WG back together */
     ptx_setmaxnreg_inc<CFG::entry_regs>();
     if (failed) loom_wait_settle(c, fail); /* out of line: only at the full budget */
   } else {
     ptx_setmaxnreg_inc<CFG::consumer_regs>();
-    moe_hop_consumer<CFG, DT>(c, p, call, sh, sm, task_of, epoch, n0, nF, nH, wg);
+    moe_hop_consumer<CFG, DT>(c, p, call, sh, sm, task_of, sg, epoch, n0, nF, nH, wg);
     ptx_setmaxnreg_dec<CFG::entry_regs>();
   }
   /* every stage this block filled has been consumed: the memory is free */
@@ -1645,20 +1721,26 @@ static cudaError_t make_maps(const loom_moe_params *p, int hdt, moe_maps *m) {
   return hop_make_map(&m->b1, hdt, p->w2, (uint64_t)p->El * p->H, p->F, p->F, bk, 128);
 }
 
+struct loom_moe_plan {
+  moe_maps maps; /* zero for the mma.sync engine */
+  const void *kernel;
+  int threads, grid;
+  size_t smem;
+};
+
 template <int MATH, int PARTS, int HOP>
-static cudaError_t launch_parts(const loom_dev_comm *c, const loom_moe_params *p,
-                                const loom_moe_call *call, cudaStream_t stream) {
+static cudaError_t plan_parts(const loom_dev_comm *c, loom_moe_params *p, loom_moe_plan *pl) {
   typedef typename tile_types<MATH>::T T;
   const void *kernel = (const void *)moe_kernel<MATH, PARTS, HOP>;
   const int threads = HOP ? MOE_HOP_THREADS : moe_cfg::threads;
   size_t smem = tile_smem<MATH, PARTS>::bytes;
-  moe_maps maps;
-  memset(&maps, 0, sizeof maps);
+  memset(&pl->maps, 0, sizeof pl->maps);
   cudaError_t e;
   if constexpr (HOP) {
     typedef typename moe_hop<MATH>::cfg CFG;
-    smem = 1024 + CFG::dg_offset + 4 * CFG::STAGES; /* alignment slack, ring, task words */
-    if ((e = make_maps(p, CFG::dtype, &maps)) != cudaSuccess) return e;
+    smem = 1024 + CFG::dg_offset + 4 * CFG::STAGES + MOE_SIG_BYTES; /* alignment slack, ring, task
+                                                                        words, signal ring */
+    if ((e = make_maps(p, CFG::dtype, &pl->maps)) != cudaSuccess) return e;
   }
   /* gate: logits of a tile (padded to 16 bytes), then every warp's ring
    * (the pass's partials reuse it): the deepest ring, up to
@@ -1671,14 +1753,13 @@ static cudaError_t launch_parts(const loom_dev_comm *c, const loom_moe_params *p
   if ((e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess) return e;
   if ((e = cudaFuncGetAttributes(&fa, kernel)) != cudaSuccess) return e;
   const size_t room = (size_t)optin > fa.sharedSizeBytes ? (size_t)optin - fa.sharedSizeBytes : 0;
-  loom_moe_params q = *p;
-  q.gate_depth = 1;
+  p->gate_depth = 1;
   for (int d = GATE_MAX_DEPTH; d > 1; d--)
     if (lg_bytes + (size_t)(threads / 32) * gate_warp_bytes(d, p->es) <= room) {
-      q.gate_depth = d;
+      p->gate_depth = d;
       break;
     }
-  const size_t gate = lg_bytes + (size_t)(threads / 32) * gate_warp_bytes(q.gate_depth, p->es);
+  const size_t gate = lg_bytes + (size_t)(threads / 32) * gate_warp_bytes(p->gate_depth, p->es);
   const size_t stage = (size_t)LOOM_MOE_BM * STAGE_LD * sizeof(T);
   if (gate > smem) smem = gate;
   if (stage > smem) smem = stage;
@@ -1690,17 +1771,11 @@ static cudaError_t launch_parts(const loom_dev_comm *c, const loom_moe_params *p
     return e;
   if (per_sm < moe_cfg::blocks_per_sm || sms * moe_cfg::blocks_per_sm > LOOM_MOE_MAX_BLOCKS)
     return cudaErrorCooperativeLaunchTooLarge;
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeCooperative;
-  attr[0].val.cooperative = 1;
-  cfg.gridDim = dim3(sms * moe_cfg::blocks_per_sm);
-  cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, moe_kernel<MATH, PARTS, HOP>, *c, q, *call, maps);
+  pl->kernel = kernel;
+  pl->threads = threads;
+  pl->grid = sms * moe_cfg::blocks_per_sm;
+  pl->smem = smem;
+  return cudaSuccess;
 }
 
 /* Which engine runs the expert GEMMs: the Hopper engine for K-major weights
@@ -1716,16 +1791,41 @@ static int use_hopper(const loom_moe_params *p) {
   return !forced && p->wlayout == LOOM_WEIGHTS_OUT_IN && !(p->dtype == LOOM_FP32 && p->math == LOOM_MATH_FP32);
 }
 
-extern "C" cudaError_t loom_launch_moe(const loom_dev_comm *c, const loom_moe_params *p,
-                                       const loom_moe_call *call, cudaStream_t stream) {
+extern "C" cudaError_t loom_moe_plan_create(const loom_dev_comm *c, loom_moe_params *p, loom_moe_plan **out) {
+  *out = NULL;
+  loom_moe_plan *pl = new (std::nothrow) loom_moe_plan; /* aligned new: the maps are 64-aligned */
+  if (pl == NULL) return cudaErrorMemoryAllocation;
   const int hop = use_hopper(p);
+  cudaError_t e;
   switch (p->dtype) {
-  case LOOM_BF16:
-    return hop ? launch_parts<TILE_BF16, 2, 1>(c, p, call, stream) : launch_parts<TILE_BF16, 2, 0>(c, p, call, stream);
-  case LOOM_FP16:
-    return hop ? launch_parts<TILE_FP16, 2, 1>(c, p, call, stream) : launch_parts<TILE_FP16, 2, 0>(c, p, call, stream);
+  case LOOM_BF16: e = hop ? plan_parts<TILE_BF16, 2, 1>(c, p, pl) : plan_parts<TILE_BF16, 2, 0>(c, p, pl); break;
+  case LOOM_FP16: e = hop ? plan_parts<TILE_FP16, 2, 1>(c, p, pl) : plan_parts<TILE_FP16, 2, 0>(c, p, pl); break;
   default:
-    if (p->math == LOOM_MATH_FP32) return launch_parts<TILE_FP32, 2, 0>(c, p, call, stream);
-    return hop ? launch_parts<TILE_TF32, 2, 1>(c, p, call, stream) : launch_parts<TILE_TF32, 2, 0>(c, p, call, stream);
+    if (p->math == LOOM_MATH_FP32) e = plan_parts<TILE_FP32, 2, 0>(c, p, pl);
+    else e = hop ? plan_parts<TILE_TF32, 2, 1>(c, p, pl) : plan_parts<TILE_TF32, 2, 0>(c, p, pl);
   }
+  if (e != cudaSuccess) {
+    delete pl;
+    return e;
+  }
+  *out = pl;
+  return cudaSuccess;
+}
+
+extern "C" void loom_moe_plan_destroy(loom_moe_plan *plan) { delete plan; }
+
+extern "C" cudaError_t loom_launch_moe(const loom_moe_plan *pl, const loom_dev_comm *c, const loom_moe_params *p,
+                                       const loom_moe_call *call, cudaStream_t stream) {
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cfg.gridDim = dim3(pl->grid);
+  cfg.blockDim = dim3(pl->threads);
+  cfg.dynamicSmemBytes = pl->smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  void *args[] = {(void *)c, (void *)p, (void *)call, (void *)&pl->maps};
+  return cudaLaunchKernelExC(&cfg, pl->kernel, args);
 }

@@ -82,7 +82,7 @@ typedef struct {
   int wlayout;         /* loom_weight_layout_t of wg, w1, w2 */
   double capacity_factor;
   int es;              /* bytes per element */
-  int gate_depth;      /* chunks in flight per gate warp (moe.cu "gate ring"; set at launch) */
+  int gate_depth;      /* chunks in flight per gate warp (moe.cu "gate ring"; set by loom_moe_plan_create) */
   /* window (offsets from the window base) */
   size_t hdr_off, hdr_stride, hdr_parity_bytes, ready_off, back_off, disp_off, ret_off, row_bytes;
   uint32_t cfg_hash;   /* of the shape; travels after the counts in headers */
@@ -123,8 +123,18 @@ typedef struct {
   loom_moe_trace_info_t *tr_info;
 } loom_moe_call;
 
-/* One forward: the single kernel launch. */
-cudaError_t loom_launch_moe(const loom_dev_comm *c, const loom_moe_params *p,
+/* What a forward launches, fixed for a layer once its weights are set:
+ * the kernel, its grid and shared memory, the gate ring depth, the expert
+ * phase's tensor maps (over the weights, h and the window). Built by
+ * loom_moe_plan (runtime queries, tensor map encoding), so a forward is
+ * only the launch. Opaque: moe.cu owns it. */
+typedef struct loom_moe_plan loom_moe_plan;
+/* Build the plan for layer p on this rank's view c (the current device must
+ * be the layer's). Also sets p->gate_depth. NULL *out on error. */
+cudaError_t loom_moe_plan_create(const loom_dev_comm *c, loom_moe_params *p, loom_moe_plan **out);
+void loom_moe_plan_destroy(loom_moe_plan *plan);
+/* One forward: the single kernel launch (p as given to loom_moe_plan_create). */
+cudaError_t loom_launch_moe(const loom_moe_plan *plan, const loom_dev_comm *c, const loom_moe_params *p,
                             const loom_moe_call *call, cudaStream_t stream);
 
 #ifdef __cplusplus

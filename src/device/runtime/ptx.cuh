@@ -95,6 +95,14 @@ static __device__ __forceinline__ uint32_t ptx_ld_acquire_sys_u32(const uint32_t
   return v;
 }
 
+/* Acquire load of a 32-bit counter at GPU scope (one that other blocks of
+ * this GPU release-increment). */
+static __device__ __forceinline__ uint32_t ptx_ld_acquire_gpu_u32(const uint32_t *p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
 /* One lane of the (full) warp is elected; returns 1 there, 0 elsewhere. */
 static __device__ __forceinline__ uint32_t ptx_elect_one(void) {
   uint32_t pred;

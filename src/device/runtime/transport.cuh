@@ -395,12 +395,11 @@ static __device__ __forceinline__ int loom_wait_signal(const loom_dev_comm &c, i
 static __device__ __forceinline__ int loom_poll_local_geq(const loom_dev_comm &c, const uint32_t *counter,
                                                           uint32_t target, int what, int slot,
                                                           loom_wait_fail *f) {
-  uint32_t seen;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+  uint32_t seen = ptx_ld_acquire_gpu_u32(counter);
   if (seen >= target) return 1;
   const uint64_t start = ptx_globaltimer_ns();
   for (uint32_t polls = 1;; ++polls) {
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+    seen = ptx_ld_acquire_gpu_u32(counter);
     if (seen >= target) return 1;
     if (loom_poll_give_up(c, polls, start, c.rank, what, slot, target, seen, f)) return 0;
   }
