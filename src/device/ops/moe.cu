@@ -373,6 +373,10 @@ static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x,
   char *ring = (char *)red + (size_t)warp * gate_warp_bytes(D, es) + lane * 16;
   /* this warp's chunks: hidden h0 = 32 warp + i step, i < nc */
   const int nc = warp * GATE_CHUNK < H ? (H - warp * GATE_CHUNK + step - 1) / step : 0;
+  /* m16 blocks of tokens with a live row: a tile of <= 16 tokens (decode)
+   * skips the second block's conversions and MMAs (its rows are zeros, and
+   * the same sums result for the live rows) */
+  const int mbs = t1 - t0 > 16 ? 2 : 1;
   for (int e0 = e_lo; e0 < e_hi; e0 += GATE_EP) {
     /* chunk i into slot i % D as one commit group (an empty one past nc,
      * so exactly D groups are pending before each read) */
@@ -447,6 +451,7 @@ static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x,
           for (int v = 0; v < 4; v++) b[n][v] = wb[n].get(4 * st + v);
 #pragma unroll
         for (int mb = 0; mb < 2; mb++) {
+          if (mb >= mbs) break;
           double a[8]; /* a[v]: row g + 8 (v % 2) of block mb, k t + 4 (v / 2) */
 #pragma unroll
           for (int v = 0; v < 8; v++) a[v] = xa[2 * mb + (v & 1)].get(4 * st + (v >> 1));
