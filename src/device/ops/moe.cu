@@ -1295,7 +1295,9 @@ static __device__ int moe_hop_producer(const loom_dev_comm &c, const loom_moe_pa
     sm.flag[stage] = 0u;
     const CUtensorMap *ma = t.gemm ? &maps.a1 : &maps.a0, *mb = t.gemm ? &maps.b1 : &maps.b0;
     const int nkb = (t.gemm ? p.F : p.H) / CFG::BK;
-    /* B rows of the two 128-row boxes */
+    /* B rows of the two 128-row boxes (SwiGLU GEMM0: gate, up), or b0 of
+     * the one 256-row box (make_maps: one TMA instruction less a stage) */
+    const int two_boxes = t.gemm == 0 && p.gated;
     int b0, b1;
     if (t.gemm) {
       b0 = t.le * p.H + t.nb * CFG::BN;
@@ -1313,8 +1315,8 @@ static __device__ int moe_hop_producer(const loom_dev_comm &c, const loom_moe_pa
       const int kc = kb * CFG::BK;
       ptx_tma_load_2d(sm.a + stage * CFG::a_stage_bytes, ma, &sm.full[stage], kc, (int)t.row0);
       uint8_t *bs = sm.b + stage * CFG::b_stage_bytes;
-      ptx_tma_load_2d(bs, mb, &sm.full[stage], kc, b0);
-      ptx_tma_load_2d(bs + (CFG::BN / 2) * 128, mb, &sm.full[stage], kc, b1);
+      ptx_tma_load_2d(bs, mb, &sm.full[stage], kc, b0); /* 256 rows, or the gate half */
+      if (two_boxes) ptx_tma_load_2d(bs + (CFG::BN / 2) * 128, mb, &sm.full[stage], kc, b1);
       if (++stage == CFG::STAGES) {
         stage = 0;
         phase ^= 1;
@@ -1721,9 +1723,13 @@ static cudaError_t make_maps(const loom_moe_params *p, int hdt, moe_maps *m) {
   cudaError_t e;
   if ((e = hop_make_map(&m->a0, hdt, p->win_base + p->disp_off, rows, p->H, p->row_bytes / es, bk, 128)) != cudaSuccess)
     return e;
-  if ((e = hop_make_map(&m->b0, hdt, p->w1, (uint64_t)p->El * f1, p->H, p->H, bk, 128)) != cudaSuccess) return e;
+  /* B boxes: a task's 256 weight rows in one box where they are contiguous
+   * (GEMM1; GEMM0 without SwiGLU), two 128-row boxes (gate, up) otherwise */
+  if ((e = hop_make_map(&m->b0, hdt, p->w1, (uint64_t)p->El * f1, p->H, p->H, bk, p->gated ? 128 : 256)) !=
+      cudaSuccess)
+    return e;
   if ((e = hop_make_map(&m->a1, hdt, p->h, rows, p->F, p->F, bk, 128)) != cudaSuccess) return e;
-  return hop_make_map(&m->b1, hdt, p->w2, (uint64_t)p->El * p->H, p->F, p->F, bk, 128);
+  return hop_make_map(&m->b1, hdt, p->w2, (uint64_t)p->El * p->H, p->F, p->F, bk, 256);
 }
 
 struct loom_moe_plan {

@@ -942,11 +942,12 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
       /* a group's last m-block with <= 64 live rows: WG 1 has none (not
        * with split-K, whose reduction takes both WGs' partials) */
       const int idle = CFG::BM == 128 && p.split_k == 1 && t.m_blk * CFG::BM + row_off >= t.rows;
+      const hop_gptrs gp = hop_group_ptrs(p, t); /* in flight during the mainloop */
       const int skipped = hop_mainloop_w1<CFG>(acc, sm, da0, db0, t, stage, phase, HOP_BAR_ORDER, 0, idle);
       if (p.split_k > 1) {
         hop_splitk_finish<CFG, ACT, OUT>(acc, p, sm, t, skipped, row_off, col_off);
       } else if (!skipped) {
-        if (!idle) hop_epilogue<CFG, ACT, OUT, CFG::acc_regs>(acc, p, t, row_off, col_off);
+        if (!idle) hop_epilogue<CFG, ACT, OUT, CFG::acc_regs>(acc, p, t, gp, row_off, col_off);
         hop_task_done<CFG>(side, t, wg);
       }
     }

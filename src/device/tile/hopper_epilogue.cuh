@@ -113,15 +113,34 @@ static __device__ __forceinline__ float hop_swiglu_val(const float *acc, int gat
  * Stores: with p.store16 (16-bit output, every row 16-byte aligned) each
  * quad transposes four chunks and stores 16 bytes per lane (hop_quad_store);
  * otherwise column pairs (4 or 8 bytes) straight from the fragment. */
+/* The task's group fields the epilogue needs. The cooperative consumers
+ * load them before the mainloop (ncu, session 11: loaded here, their
+ * latency stalled every epilogue, ~2% of the kernel's warp samples). The
+ * group table is never written while tasks run (host groups: the host;
+ * device groups: acquired before the role split), unlike the per-row
+ * row_ptr / row_scale entries, which are read after the mainloop. */
+struct hop_gptrs {
+  void *c;
+  void *const *row_ptr;
+  const float *row_scale;
+};
+static __device__ __forceinline__ hop_gptrs hop_group_ptrs(const hop_params &p, const hop_task &t) {
+  const hop_group *g = &hop_group_table(p)[t.desc];
+  hop_gptrs r;
+  r.c = g->c;
+  r.row_ptr = g->row_ptr;
+  r.row_scale = g->row_scale;
+  return r;
+}
+
 template <class CFG, int ACT, int OUT, int NACC>
-static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_params &p,
-                                                    const hop_task &t, int row_off, int col_off) {
+static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_params &p, const hop_task &t,
+                                                    const hop_gptrs &gp, int row_off, int col_off) {
   typedef typename hop_out_type<OUT>::T T;
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
-  const hop_group *g = &hop_group_table(p)[t.desc];
-  void *const *row_ptr = g->row_ptr;
-  const float *row_scale = g->row_scale;
-  T *const c = (T *)g->c;
+  void *const *row_ptr = gp.row_ptr;
+  const float *row_scale = gp.row_scale;
+  T *const c = (T *)gp.c;
   const int row0 = t.m_blk * CFG::BM + row_off + warp * 16 + (lane >> 2);
   if constexpr (OUT != HOP_OUT_FP32) if (p.store16) {
     static_assert(NACC % 16 == 0, "quads of four 8-column chunks");
@@ -180,6 +199,12 @@ static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_
       }
     }
   }
+}
+
+template <class CFG, int ACT, int OUT, int NACC>
+static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_params &p, const hop_task &t,
+                                                    int row_off, int col_off) {
+  hop_epilogue<CFG, ACT, OUT, NACC>(acc, p, t, hop_group_ptrs(p, t), row_off, col_off);
 }
 
 #endif /* LOOM_TILE_HOPPER_EPILOGUE_CUH */
