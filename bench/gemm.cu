@@ -967,8 +967,9 @@ static int bench_cases(int dt, gcase *v) {
   }
   if (want_shape(1)) {
     static const int ks[] = {2048, 1536, 768};
-    static const int gs[][2] = {{4, 8192}, {4, 2048}, {16, 8192}, {128, 512}};
-    for (int gi = 0; gi < 4; gi++)
+    /* 32 x 1024: the expert GEMMs of `loom moe --tokens 16384` (E = 32, k = 2) */
+    static const int gs[][2] = {{4, 8192}, {4, 2048}, {16, 8192}, {128, 512}, {32, 1024}};
+    for (int gi = 0; gi < (int)(sizeof gs / sizeof gs[0]); gi++)
       for (int ki = 0; ki < 3; ki++) {
         if (g_opt.quick && (ki > 0 || gi > 1)) continue;
         if (!want_k(ks[ki])) continue;

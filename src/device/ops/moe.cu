@@ -99,6 +99,31 @@ struct moe_shared {
   int value;                        /* broadcast slot */
 };
 
+/* A copy of v that the compiler cannot tie to v (an empty asm that "writes"
+ * it), so nothing computed from it is hoisted out of a loop. Why: ptxas
+ * compiles the Hopper consumers' region of moe_kernel within ~168
+ * registers (R0-R165 in the SASS) although setmaxnreg gives it 232 (the
+ * engine's own kernels use up to R205 there; the cause is not found yet,
+ * docs/moe.md session 11). With 128 accumulators live, values that LLVM
+ * hoisted out of the task loop (the epilogue's per-lane column offsets,
+ * the "thread 0 traces" predicate) were spilled and reloaded from local
+ * memory at every task, and those reloads miss L1 beside the 200 KB ring
+ * (ncu + trace: ~2 us between two GEMM tasks of an SM). Taking threadIdx.x
+ * fresh where it is used (moe_hop_store, tr_open, tr_close) keeps them
+ * inside the loop: 114 -> 59 local loads/stores in the consumers' SASS, the
+ * MoE forward -1..-2% (1x H100, A/B in one lease). The fresh copies of the
+ * consumer's arguments (moe_hop_consumer) and the second moe_decode after
+ * the mainloop were part of the measured build but did not change the
+ * spill counts by themselves (compile-time check). */
+template <class T> static __device__ __forceinline__ T *moe_fresh(T *v) {
+  asm volatile("" : "+l"(v));
+  return v;
+}
+static __device__ __forceinline__ int moe_fresh(int v) {
+  asm volatile("" : "+r"(v));
+  return v;
+}
+
 /* ---- in-kernel trace -------------------------------------------------------------- */
 
 /* Reserve room for the gathered events with one atomicAdd and store them;
@@ -140,7 +165,7 @@ static __device__ __forceinline__ void trace_close(moe_trace_sh *ts, int slot,
  * kernel parameter; every thread of the block may call them. */
 static __device__ __forceinline__ void tr_open(const loom_moe_call &call, moe_shared &sh, int slot,
                                                int kind, int peer, int a, int b, int c) {
-  if (call.tr_events != NULL && threadIdx.x == 0) {
+  if (call.tr_events != NULL && moe_fresh((int)threadIdx.x) == 0) {
     loom_moe_trace_event_t &o = sh.tr.open[slot];
     o.start_ns = ptx_globaltimer_ns();
     o.kind = (uint8_t)kind;
@@ -153,7 +178,7 @@ static __device__ __forceinline__ void tr_open(const loom_moe_call &call, moe_sh
 
 static __device__ __forceinline__ void tr_close(const loom_moe_params &p, const loom_moe_call &call,
                                                 moe_shared &sh, int slot) {
-  if (call.tr_events != NULL && threadIdx.x == 0)
+  if (call.tr_events != NULL && moe_fresh((int)threadIdx.x) == 0)
     trace_close(&sh.tr, slot, call.tr_events, call.tr_capacity, &p.tr_state->next);
 }
 
@@ -1356,7 +1381,10 @@ static __device__ __forceinline__ void moe_hop_store(const float *acc, char *dst
                                                      int ncols, int wg, const moe_ret *ret = NULL) {
   typedef typename elem<DT>::T T;
   constexpr int NOUT = ACT == LOOM_ACT_SWIGLU ? 16 : 32; /* 8-column output chunks */
-  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+  /* a fresh thread index: the column and row offsets below are not hoisted
+   * out of the task loop into values that live (spilled) across it */
+  const int tid = moe_fresh((int)threadIdx.x);
+  const int lane = tid & 31, warp = (tid >> 5) & 3;
   const int rb = wg * 64 + warp * 16 + (lane >> 2), q = lane & 3;
 #pragma unroll
   for (int h = 0; h < 2; h++) {
@@ -1425,7 +1453,7 @@ static __device__ void moe_hop_signaler(const loom_dev_comm &c, const loom_moe_p
 }
 
 template <class CFG, int DT>
-static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_params &p,
+static __device__ __forceinline__ void moe_hop_consumer_fresh(const loom_dev_comm &c, const loom_moe_params &p,
                                         const loom_moe_call &call, moe_shared &sh, const hop_smem &sm,
                                         volatile int32_t *task_of, const moe_sig &sg, uint64_t epoch, int n0,
                                         int nF, int nH, int wg) {
@@ -1443,15 +1471,22 @@ static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_p
       moe_sig_post(sg, n, -1);
       return;
     }
-    const moe_task t = moe_decode(c, p, sh, ticket, n0, nF, nH);
-    tr_open(call, sh, TR_WORK, t.gemm ? LOOM_MOE_TRACE_GEMM1 : LOOM_MOE_TRACE_GEMM0, t.s, t.le, t.tl, t.nb);
     hop_task ht;
-    ht.kb0 = 0;
-    ht.kb1 = (t.gemm ? p.F : p.H) / CFG::BK;
-    /* a tile of <= 64 rows (an expert's last, and every tile at decode):
-     * WG 1 has no live row, WG 0 runs it alone (half the tensor-core work) */
-    const int idle = wg == 1 && t.rows <= 64;
+    int idle;
+    {
+      const moe_task t0 = moe_decode(c, p, sh, ticket, n0, nF, nH);
+      tr_open(call, sh, TR_WORK, t0.gemm ? LOOM_MOE_TRACE_GEMM1 : LOOM_MOE_TRACE_GEMM0, t0.s, t0.le, t0.tl, t0.nb);
+      ht.kb0 = 0;
+      ht.kb1 = (t0.gemm ? p.F : p.H) / CFG::BK;
+      /* a tile of <= 64 rows (an expert's last, and every tile at decode):
+       * WG 1 has no live row, WG 0 runs it alone (half the tensor-core work) */
+      idle = wg == 1 && t0.rows <= 64;
+    }
     hop_mainloop_w1<CFG>(acc, sm, da0, db0, ht, stage, phase, HOP_BAR_ORDER, 0, idle);
+    /* decoded again rather than kept: only the ticket lives across the
+     * mainloop (an attempt to keep the task's fields out of local memory;
+     * see moe_fresh) */
+    const moe_task t = moe_decode(c, p, sh, ticket, n0, nF, nH);
     if (idle) {
       /* nothing to store: every row of this WG is past the tile's end */
     } else if (t.gemm == 0) {
@@ -1466,6 +1501,33 @@ static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_p
     tr_close(p, call, sh, TR_WORK);
     moe_sig_post(sg, n, ticket); /* the signaler counts it (task_done) */
   }
+}
+
+static __device__ __forceinline__ hop_smem moe_fresh_smem(hop_smem m) {
+  m.a = moe_fresh(m.a);
+  m.b = moe_fresh(m.b);
+  m.full = moe_fresh(m.full);
+  m.empty = moe_fresh(m.empty);
+  m.flag = moe_fresh(m.flag);
+  return m;
+}
+static __device__ __forceinline__ moe_sig moe_fresh_sig(moe_sig g) {
+  g.full = moe_fresh(g.full);
+  g.free = moe_fresh(g.free);
+  g.ticket = moe_fresh(g.ticket);
+  return g;
+}
+
+/* The consumers, on fresh copies of their arguments (moe_fresh). */
+template <class CFG, int DT>
+static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_params &p,
+                                        const loom_moe_call &call, moe_shared &sh, const hop_smem &sm,
+                                        volatile int32_t *task_of, const moe_sig &sg, uint64_t epoch, int n0,
+                                        int nF, int nH, int wg) {
+  const hop_smem sm2 = moe_fresh_smem(sm);
+  const moe_sig sg2 = moe_fresh_sig(sg);
+  moe_hop_consumer_fresh<CFG, DT>(c, p, call, *moe_fresh(&sh), sm2, moe_fresh(task_of), sg2, epoch,
+                                  moe_fresh(n0), moe_fresh(nF), moe_fresh(nH), moe_fresh(wg));
 }
 
 /* The phase. All MOE_HOP_THREADS threads call it; the dynamic shared memory
