@@ -103,10 +103,12 @@ struct moe_shared {
  * it), so nothing computed from it is hoisted out of a loop. Why: ptxas
  * compiles the Hopper consumers' region of moe_kernel within ~168
  * registers (R0-R165 in the SASS) although setmaxnreg gives it 232 (the
- * engine's own kernels use up to R205 there; the cause is not found yet,
- * docs/moe.md session 11). With 128 accumulators live, values that LLVM
- * hoisted out of the task loop (the epilogue's per-lane column offsets,
- * the "thread 0 traces" predicate) were spilled and reloaded from local
+ * engine's own kernels use up to R205 there; found after this was
+ * measured: the __trap() of the two bounded waits in the consumers' task
+ * loop that decide its exit, docs/moe.md session 11). With 128
+ * accumulators live, values that LLVM hoisted out of the task loop (the
+ * epilogue's per-lane column offsets, the "thread 0 traces" predicate)
+ * were spilled and reloaded from local
  * memory at every task, and those reloads miss L1 beside the 200 KB ring
  * (ncu + trace: ~2 us between two GEMM tasks of an SM). Taking threadIdx.x
  * fresh where it is used (moe_hop_store, tr_open, tr_close) keeps them
