@@ -108,19 +108,12 @@ struct moe_shared {
  * loop that decide its exit, docs/moe.md session 11). With 128
  * accumulators live, values that LLVM hoisted out of the task loop (the
  * epilogue's per-lane column offsets, the "thread 0 traces" predicate)
- * were spilled and reloaded from local
- * memory at every task, and those reloads miss L1 beside the 200 KB ring
+ * were spilled and reloaded from local memory at every task, and those
+ * reloads miss L1 beside the 200 KB ring
  * (ncu + trace: ~2 us between two GEMM tasks of an SM). Taking threadIdx.x
  * fresh where it is used (moe_hop_store, tr_open, tr_close) keeps them
  * inside the loop: 114 -> 59 local loads/stores in the consumers' SASS, the
- * MoE forward -1..-2% (1x H100, A/B in one lease). The fresh copies of the
- * consumer's arguments (moe_hop_consumer) and the second moe_decode after
- * the mainloop were part of the measured build but did not change the
- * spill counts by themselves (compile-time check). */
-template <class T> static __device__ __forceinline__ T *moe_fresh(T *v) {
-  asm volatile("" : "+l"(v));
-  return v;
-}
+ * MoE forward -1..-2% (1x H100, A/B in one lease). */
 static __device__ __forceinline__ int moe_fresh(int v) {
   asm volatile("" : "+r"(v));
   return v;
@@ -1455,7 +1448,7 @@ static __device__ void moe_hop_signaler(const loom_dev_comm &c, const loom_moe_p
 }
 
 template <class CFG, int DT>
-static __device__ __forceinline__ void moe_hop_consumer_fresh(const loom_dev_comm &c, const loom_moe_params &p,
+static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_params &p,
                                         const loom_moe_call &call, moe_shared &sh, const hop_smem &sm,
                                         volatile int32_t *task_of, const moe_sig &sg, uint64_t epoch, int n0,
                                         int nF, int nH, int wg) {
@@ -1473,22 +1466,15 @@ static __device__ __forceinline__ void moe_hop_consumer_fresh(const loom_dev_com
       moe_sig_post(sg, n, -1);
       return;
     }
-    hop_task ht;
-    int idle;
-    {
-      const moe_task t0 = moe_decode(c, p, sh, ticket, n0, nF, nH);
-      tr_open(call, sh, TR_WORK, t0.gemm ? LOOM_MOE_TRACE_GEMM1 : LOOM_MOE_TRACE_GEMM0, t0.s, t0.le, t0.tl, t0.nb);
-      ht.kb0 = 0;
-      ht.kb1 = (t0.gemm ? p.F : p.H) / CFG::BK;
-      /* a tile of <= 64 rows (an expert's last, and every tile at decode):
-       * WG 1 has no live row, WG 0 runs it alone (half the tensor-core work) */
-      idle = wg == 1 && t0.rows <= 64;
-    }
-    hop_mainloop_w1<CFG>(acc, sm, da0, db0, ht, stage, phase, HOP_BAR_ORDER, 0, idle);
-    /* decoded again rather than kept: only the ticket lives across the
-     * mainloop (an attempt to keep the task's fields out of local memory;
-     * see moe_fresh) */
     const moe_task t = moe_decode(c, p, sh, ticket, n0, nF, nH);
+    tr_open(call, sh, TR_WORK, t.gemm ? LOOM_MOE_TRACE_GEMM1 : LOOM_MOE_TRACE_GEMM0, t.s, t.le, t.tl, t.nb);
+    hop_task ht;
+    ht.kb0 = 0;
+    ht.kb1 = (t.gemm ? p.F : p.H) / CFG::BK;
+    /* a tile of <= 64 rows (an expert's last, and every tile at decode):
+     * WG 1 has no live row, WG 0 runs it alone (half the tensor-core work) */
+    const int idle = wg == 1 && t.rows <= 64;
+    hop_mainloop_w1<CFG>(acc, sm, da0, db0, ht, stage, phase, HOP_BAR_ORDER, 0, idle);
     if (idle) {
       /* nothing to store: every row of this WG is past the tile's end */
     } else if (t.gemm == 0) {
@@ -1503,33 +1489,6 @@ static __device__ __forceinline__ void moe_hop_consumer_fresh(const loom_dev_com
     tr_close(p, call, sh, TR_WORK);
     moe_sig_post(sg, n, ticket); /* the signaler counts it (task_done) */
   }
-}
-
-static __device__ __forceinline__ hop_smem moe_fresh_smem(hop_smem m) {
-  m.a = moe_fresh(m.a);
-  m.b = moe_fresh(m.b);
-  m.full = moe_fresh(m.full);
-  m.empty = moe_fresh(m.empty);
-  m.flag = moe_fresh(m.flag);
-  return m;
-}
-static __device__ __forceinline__ moe_sig moe_fresh_sig(moe_sig g) {
-  g.full = moe_fresh(g.full);
-  g.free = moe_fresh(g.free);
-  g.ticket = moe_fresh(g.ticket);
-  return g;
-}
-
-/* The consumers, on fresh copies of their arguments (moe_fresh). */
-template <class CFG, int DT>
-static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_params &p,
-                                        const loom_moe_call &call, moe_shared &sh, const hop_smem &sm,
-                                        volatile int32_t *task_of, const moe_sig &sg, uint64_t epoch, int n0,
-                                        int nF, int nH, int wg) {
-  const hop_smem sm2 = moe_fresh_smem(sm);
-  const moe_sig sg2 = moe_fresh_sig(sg);
-  moe_hop_consumer_fresh<CFG, DT>(c, p, call, *moe_fresh(&sh), sm2, moe_fresh(task_of), sg2, epoch,
-                                  moe_fresh(n0), moe_fresh(nF), moe_fresh(nH), moe_fresh(wg));
 }
 
 /* The phase. All MOE_HOP_THREADS threads call it; the dynamic shared memory

@@ -105,14 +105,6 @@ static __device__ __forceinline__ float hop_swiglu_val(const float *acc, int gat
   return hop_silu(acc[4 * gate + 2 * h + e]) * acc[4 * up + 2 * h + e];
 }
 
-/* Store one m64 x (2*NACC) accumulator slab of a consumer warpgroup (tile
- * rows row_off.., columns col_off.. inside task t's BM x BN tile): act, row
- * scale, round, store. Rows >= t.rows (past the group's end) and columns
- * >= N are not written. Row r of the group is row t.row_base + r of C,
- * row_ptr and row_scale (device groups: the buffer row).
- * Stores: with p.store16 (16-bit output, every row 16-byte aligned) each
- * quad transposes four chunks and stores 16 bytes per lane (hop_quad_store);
- * otherwise column pairs (4 or 8 bytes) straight from the fragment. */
 /* The task's group fields the epilogue needs. The cooperative consumers
  * load them before the mainloop (ncu, session 11: loaded here, their
  * latency stalled every epilogue, ~2% of the kernel's warp samples). The
@@ -133,6 +125,14 @@ static __device__ __forceinline__ hop_gptrs hop_group_ptrs(const hop_params &p, 
   return r;
 }
 
+/* Store one m64 x (2*NACC) accumulator slab of a consumer warpgroup (tile
+ * rows row_off.., columns col_off.. inside task t's BM x BN tile): act, row
+ * scale, round, store. Rows >= t.rows (past the group's end) and columns
+ * >= N are not written. Row r of the group is row t.row_base + r of C,
+ * row_ptr and row_scale (device groups: the buffer row).
+ * Stores: with p.store16 (16-bit output, every row 16-byte aligned) each
+ * quad transposes four chunks and stores 16 bytes per lane (hop_quad_store);
+ * otherwise column pairs (4 or 8 bytes) straight from the fragment. */
 template <class CFG, int ACT, int OUT, int NACC>
 static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_params &p, const hop_task &t,
                                                     const hop_gptrs &gp, int row_off, int col_off) {
