@@ -104,8 +104,8 @@ struct moe_shared {
  * compiles the Hopper consumers' region of moe_kernel within ~168
  * registers (R0-R165 in the SASS) although setmaxnreg gives it 232 (the
  * engine's own kernels use up to R205 there; found after this was
- * measured: the __trap() of the two bounded waits in the consumers' task
- * loop that decide its exit, docs/moe.md session 11). With 128
+ * measured: the __trap() of the ring waits, since replaced by brkpt,
+ * hop_mbar_wait; docs/moe.md sessions 11-12). With 128
  * accumulators live, values that LLVM hoisted out of the task loop (the
  * epilogue's per-lane column offsets, the "thread 0 traces" predicate)
  * were spilled and reloaded from local memory at every task, and those

@@ -317,8 +317,14 @@ static __host__ __device__ __forceinline__ int hop_dg_smem_bytes(int num_groups)
  * its cluster peer), so in a correct program this always completes; a TMA
  * that never lands (a bad tensor map) or a broken peer would otherwise hang
  * the GPU, so the wait is bounded all the same: past HOP_RING_TIMEOUT_NS it
- * traps, and the launch fails with an error instead of hanging. The clock is
- * read once every 1024 polls, only while actually waiting. */
+ * stops the kernel, and the launch fails with an error instead of hanging.
+ * The clock is read once every 1024 polls, only while actually waiting.
+ * The stop is `brkpt`, not `__trap()`: with no debugger attached both end
+ * the launch with cudaErrorLaunchFailure (measured on H100, driver of the
+ * device image: 719 "unspecified launch failure", sticky, within 1 s), but
+ * a __trap() in a wait that decides a branch of a loop held the MoE
+ * consumers' setmaxnreg region to ~168 registers (R165 under a budget of
+ * 232; brkpt: R214, local loads/stores 59 -> 27, docs/moe.md session 12). */
 #define HOP_RING_TIMEOUT_NS 10000000000ull /* 10 s: far beyond any stage */
 static __device__ __forceinline__ void hop_mbar_wait(uint64_t *bar, uint32_t parity) {
   uint32_t polls = 0;
@@ -327,7 +333,7 @@ static __device__ __forceinline__ void hop_mbar_wait(uint64_t *bar, uint32_t par
     if ((++polls & 1023u) == 0) {
       const uint64_t now = ptx_globaltimer_ns();
       if (t0 == 0) t0 = now;
-      else if (now - t0 > HOP_RING_TIMEOUT_NS) __trap();
+      else if (now - t0 > HOP_RING_TIMEOUT_NS) asm volatile("brkpt;");
     }
   }
 }
