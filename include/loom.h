@@ -658,10 +658,16 @@ typedef enum {
                                   c = tokens (<= 32) */
   LOOM_MOE_TRACE_PLACE = 1,    /* the block's place phase: a = token tiles
                                   it placed, b = headers it sent */
-  LOOM_MOE_TRACE_DISPATCH = 2, /* rows of one (destination, local expert,
-                                  128-row tile) put into the destination's
-                                  window: peer = destination, a = local
-                                  expert, b = row tile, c = rows */
+  LOOM_MOE_TRACE_DISPATCH = 2, /* a piece of up to 8 rows of one
+                                  (destination, local expert) put into the
+                                  destination's window by one warp:
+                                  peer = destination, a = local expert,
+                                  b = first row (among the rows this rank
+                                  sends that expert), c = rows. Several
+                                  warps of a block copy pieces at once,
+                                  and with K-major weights on bf16 / fp16 /
+                                  TF32 most pieces are copied beside the
+                                  GEMM slices of the same SM */
   LOOM_MOE_TRACE_GEMM0 = 3,    /* one GEMM0 task (x * W1 + activation):
                                   peer = source rank of the rows, a = local
                                   expert, b = row tile (128 rows of that

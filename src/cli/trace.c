@@ -45,8 +45,8 @@ static int put_slice(FILE *f, int *first, int pid, const loom_moe_trace_info_t *
     snprintf(args, sizeof args, "\"token_tiles\": %d, \"headers\": %d", a, b);
     break;
   case LOOM_MOE_TRACE_DISPATCH:
-    snprintf(name, sizeof name, "dispatch to r%d e%d t%d", peer, a, b);
-    snprintf(args, sizeof args, "\"dest\": %d, \"expert\": %d, \"row_tile\": %d, \"rows\": %d",
+    snprintf(name, sizeof name, "dispatch to r%d e%d rows %d+%d", peer, a, b, c);
+    snprintf(args, sizeof args, "\"dest\": %d, \"expert\": %d, \"first_row\": %d, \"rows\": %d",
              peer, a, b, c);
     break;
   case LOOM_MOE_TRACE_GEMM0:

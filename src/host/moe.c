@@ -231,7 +231,7 @@ static void private_buffers(loom_moe_params *p, moe_buffer b[MOE_NUM_BUFFERS]) {
       {(void **)&p->h, drows * p->F * p->es},
       {(void **)&p->done0, ndone * sizeof(uint32_t)},
       {(void **)&p->done1, ndone * sizeof(uint32_t)},
-      {(void **)&p->ticket, sizeof(uint32_t)},
+      {(void **)&p->ticket, 2 * sizeof(uint32_t)},
       {(void **)&p->trace, sizeof(uint64_t) * 5 * LOOM_MOE_MAX_BLOCKS},
       {(void **)&p->tr_state, sizeof(loom_moe_trace_state)},
   };

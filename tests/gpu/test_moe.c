@@ -1745,7 +1745,8 @@ static int check_trace(const rank_ctx *rc, const moe_case *c, const host_data *d
     for (int s = 0; s < R; s++) rows += d->kept[(size_t)s * E + r * El + le];
     tiles_in += ceil_div(rows, 128);
   }
-  for (int e = 0; e < E; e++) want[LOOM_MOE_TRACE_DISPATCH] += ceil_div(d->kept[(size_t)r * E + e], 128);
+  /* dispatch: pieces of up to 8 rows of one (dest, expert) (moe.cu MOE_DSUB) */
+  for (int e = 0; e < E; e++) want[LOOM_MOE_TRACE_DISPATCH] += ceil_div(d->kept[(size_t)r * E + e], 8);
   /* gate: one slice per (tile, pass of 16 experts) when the layer's gate
    * routes, there are several passes and the split at least halves the
    * busiest block's passes, else one per tile; combine: a
@@ -1777,7 +1778,7 @@ static int check_trace(const rank_ctx *rc, const moe_case *c, const host_data *d
     if (ok && (e->kind == LOOM_MOE_TRACE_GATE || e->kind == LOOM_MOE_TRACE_COMBINE))
       ok = e->a >= 0 && e->a < ceil_div(T, 32) && e->b == e->a * 32 && e->c >= 1 && e->c <= 32;
     if (ok && e->kind == LOOM_MOE_TRACE_DISPATCH)
-      ok = e->peer < R && e->a >= 0 && e->a < El && e->c >= 1 && e->c <= 128;
+      ok = e->peer < R && e->a >= 0 && e->a < El && e->b >= 0 && e->b % 8 == 0 && e->c >= 1 && e->c <= 8;
     if (!ok && bad++ < 5)
       CHECK(0, "rank %d: trace event %zu bad: kind %d sm %d peer %d a %d b %d c %d, %llu..%llu "
                "(kernel %llu..%llu) [%s]",
@@ -1795,11 +1796,13 @@ static int check_trace(const rank_ctx *rc, const moe_case *c, const host_data *d
           : k == LOOM_MOE_TRACE_GEMM1    ? "GEMM1"
                                          : "combine",
           (long long)want[k], desc);
-  /* one block per SM does one thing at a time */
+  /* one block per SM does one thing at a time, but for dispatch pieces:
+   * every warp takes its own, and on the Hopper variant two warps copy
+   * them beside the GEMMs (moe.cu phase_dispatch) */
   qsort(ev, n, sizeof *ev, cmp_event_start);
   int overlaps = 0;
   for (size_t i = 0, last = (size_t)-1; i < n; i++) {
-    if (ev[i].kind >= LOOM_MOE_TRACE_FIRST_WAIT) continue;
+    if (ev[i].kind >= LOOM_MOE_TRACE_FIRST_WAIT || ev[i].kind == LOOM_MOE_TRACE_DISPATCH) continue;
     if (last != (size_t)-1 && ev[last].sm == ev[i].sm && ev[i].start_ns < ev[last].end_ns)
       overlaps++;
     last = i;

@@ -16,10 +16,14 @@
  *   3 counts    every block waits for every source's header and derives
  *               the expert-major layout: where its rows go at each dest,
  *               where each source's rows sit here, the row tiles.
- *     dispatch  (dest, expert, 128 rows) items round-robin over blocks:
- *               gather token rows, put them into the destination's
- *               expert-major region, add them to its tiles' ready
- *               counters. No waits.
+ *     dispatch  pieces of MOE_DSUB rows of one (local expert, dest),
+ *               local-expert-major (the order every dest consumes them),
+ *               from a ticket counter: a warp gathers the token rows, puts
+ *               them into the destination's expert-major region and adds
+ *               them to its tiles' ready counters. No waits. The Hopper
+ *               variant does only the first pieces here (one a warp) and
+ *               the rest on two warps of the producer warpgroup beside
+ *               the GEMMs (phase_experts_hop).
  *   4 experts   tasks from a ticket counter: all GEMM0s, then all GEMM1s,
  *               each in row-tile order (a tile: 128 rows of one local
  *               expert, from every source; only an expert's last tile is
@@ -44,8 +48,10 @@
  * branch on that NULL parameter.
  *
  * Deadlock freedom: phase 3 waits only for headers, sent before barrier 2
- * of each rank by blocks that never wait for anything but credits; a GEMM0
- * waits only on phase 3 of some ranks; a GEMM1 only on GEMM0 tasks with smaller tickets, already
+ * of each rank by blocks that never wait for anything but credits; a
+ * dispatch piece, once a warp took its ticket, is copied without waiting
+ * (by a resident block: cooperative launch); a GEMM0 waits only on the
+ * pieces of some ranks; a GEMM1 only on GEMM0 tasks with smaller tickets, already
  * held by resident blocks (cooperative launch); phase 5 only on GEMM1s.
  */
 #include <cuda_bf16.h>
@@ -646,7 +652,7 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
   uint32_t *back = (uint32_t *)loom_local_ptr(c, p.back_off);
   for (size_t i = gt; i < (size_t)p.NT; i += gn) ready[i] = 0;
   for (size_t i = gt; i < (size_t)p.R * p.El; i += gn) back[i] = 0;
-  if (blockIdx.x == 0 && threadIdx.x == 0) *p.ticket = 0;
+  if (blockIdx.x == 0 && threadIdx.x < 2) p.ticket[threadIdx.x] = 0;
 }
 
 /* ---- phase 2: place ----------------------------------------------------------- */
@@ -958,54 +964,119 @@ static __device__ int moe_counts(const loom_dev_comm &c, const loom_moe_params &
 
 /* ---- phase 3: dispatch --------------------------------------------------------- */
 
-#define DISPATCH_U 8 /* 16-byte vectors in flight per lane (a 4 KB row per warp) */
-static __device__ void phase_dispatch(const loom_dev_comm &c, const loom_moe_params &p,
-                                      const loom_moe_call &call, moe_shared &sh, uint64_t epoch) {
-  /* (dest, local expert, 128 of its rows) items over the blocks, as the
-   * source sees them; each item's rows are contiguous at the dest */
-  const int El = p.El, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const size_t vec_per_row = p.row_bytes / 16;
-  int item = 0;
-  for (int i = 0; i < p.R; i++) {
-    const int d = (c.rank + 1 + i) % p.R; /* peers first, self last */
-    for (int le = 0; le < El; le++) {
-      const int e = d * El + le, rows = sh.kept[e];
-      const int ntl = (rows + LOOM_MOE_BM - 1) / LOOM_MOE_BM;
-      for (int tl = 0; tl < ntl; tl++, item++) {
-        if (item % gridDim.x != blockIdx.x) continue;
-        const int r0 = tl * LOOM_MOE_BM, r1 = min(rows, r0 + LOOM_MOE_BM);
-        tr_open(call, sh, TR_WORK, LOOM_MOE_TRACE_DISPATCH, d, le, tl, r1 - r0);
-        /* rows [r0, r1) of (d, le) go to d's expert-major region at eoff */
-        char *dst_base = loom_peer_ptr(c, d, p.disp_off + (size_t)sh.work[e] * p.row_bytes);
-        for (int r = r0 + warp; r < r1; r += (int)(blockDim.x >> 5)) {
-          const int t = __ldcg(&p.row_token[(size_t)d * p.Cs + sh.offs[e] + r]);
-          const int4 *src = (const int4 *)((const char *)call.x + (size_t)t * p.row_bytes);
-          int4 *dst = (int4 *)(dst_base + (size_t)r * p.row_bytes);
-          /* DISPATCH_U loads per lane before their stores: a load-store
-           * pair per vector was one round trip per 512 bytes of a warp */
-          for (size_t v0 = lane; v0 < vec_per_row; v0 += 32 * DISPATCH_U) {
-            int4 buf[DISPATCH_U];
-#pragma unroll
-            for (int u = 0; u < DISPATCH_U; u++)
-              if (v0 + 32 * u < vec_per_row) buf[u] = __ldg(src + v0 + 32 * u);
-#pragma unroll
-            for (int u = 0; u < DISPATCH_U; u++)
-              if (v0 + 32 * u < vec_per_row) dst[v0 + 32 * u] = buf[u];
-          }
-        }
-        __syncthreads();
-        /* the rows land in one or two of d's 128-row tiles: count them there */
-        if (threadIdx.x == 0) {
-          uint32_t *ready = (uint32_t *)loom_peer_ptr(c, d, p.ready_off);
-          const int a = sh.work[e] + r0, b = sh.work[e] + r1;
-          const int split = min(b, (a / LOOM_MOE_BM + 1) * LOOM_MOE_BM);
-          loom_count_add(&ready[a / LOOM_MOE_BM], (uint32_t)(split - a));
-          if (split < b) loom_count_add(&ready[split / LOOM_MOE_BM], (uint32_t)(b - split));
-        }
-        tr_close(p, call, sh, TR_WORK);
+/* The rows this rank sends are cut into pieces of at most MOE_DSUB rows of
+ * one (local expert le, destination d), numbered le-major: le = 0 to every
+ * destination (peers from rank + 1 on, this rank last), then le = 1, ...
+ * Every destination lays its rows out expert-major and takes its GEMM0
+ * tasks in that order, so the pieces go out in the order they are
+ * consumed, and each source's first pieces fill every destination's first
+ * tiles. Warps take pieces from a ticket counter (p.ticket[1]): a piece
+ * at a time, so the first tiles are ready after a few pieces, not after a
+ * block's whole share. */
+#define MOE_DSUB 8 /* rows a piece: one row token per lane of lanes 0..7 */
+
+/* A dispatch slice written straight to the trace buffer (the pieces run on
+ * several warps of a block at once, beside its thread 0's slices). Lane 0. */
+static __device__ __forceinline__ void tr_piece(const loom_moe_params &p, const loom_moe_call &call,
+                                                uint64_t start, int d, int le, int r0, int rows) {
+  const unsigned long long i = atomicAdd(&p.tr_state->next, 1ull);
+  if (i >= (unsigned long long)call.tr_capacity) return; /* counted as dropped */
+  loom_moe_trace_event_t e;
+  e.start_ns = start;
+  e.end_ns = ptx_globaltimer_ns();
+  e.sm = (uint16_t)ptx_smid();
+  e.kind = LOOM_MOE_TRACE_DISPATCH;
+  e.peer = (uint8_t)d;
+  e.a = le;
+  e.b = r0;
+  e.c = rows;
+  const int4 *src = (const int4 *)&e;
+  int4 *dst = (int4 *)&call.tr_events[i];
+  dst[0] = src[0];
+  dst[1] = src[1];
+}
+
+/* One warp copies pieces. Static (dyn 0): pieces gw, gw + nw, ... below
+ * `first_dyn` (gw = warp * gridDim.x + block, nw: the grid's warps);
+ * dynamic (dyn 1): tickets first_dyn + p.ticket[1]++ until the pieces run
+ * out. U: 16-byte vectors in flight per lane (the producer warpgroup's
+ * warps run at 40 registers: U = 4 there). The warp's cursor only moves
+ * forward: its pieces grow. */
+template <int U>
+static __device__ void moe_dispatch_warp(const loom_dev_comm &c, const loom_moe_params &p,
+                                         const loom_moe_call &call, const moe_shared &sh, int first_dyn,
+                                         int dyn) {
+  const int lane = threadIdx.x & 31, R = p.R, El = p.El;
+  const int vpr = (int)(p.row_bytes / 16);
+  const int nw = (int)(gridDim.x * (blockDim.x >> 5));
+  int le = 0, i = 0, first = 0; /* pieces [first, first + n) are (le, dest of i) */
+  for (int k = 0;; k++) {
+    int tk;
+    if (dyn) {
+      tk = 0;
+      if (lane == 0) tk = first_dyn + (int)atomicAdd(&p.ticket[1], 1u);
+      tk = __shfl_sync(0xffffffffu, tk, 0);
+    } else {
+      tk = (int)((threadIdx.x >> 5) * gridDim.x + blockIdx.x) + k * nw; /* neighbours on other SMs */
+      if (tk >= first_dyn) return;
+    }
+    int d, e, n;
+    for (;;) {
+      if (le == El) return; /* past the last piece */
+      d = (c.rank + 1 + i) % R;
+      e = d * El + le;
+      n = (sh.kept[e] + MOE_DSUB - 1) / MOE_DSUB;
+      if (tk < first + n) break;
+      first += n;
+      if (++i == R) {
+        i = 0;
+        le++;
       }
     }
+    const uint64_t start = call.tr_events != NULL ? ptx_globaltimer_ns() : 0;
+    const int r0 = (tk - first) * MOE_DSUB, rows = min(sh.kept[e] - r0, MOE_DSUB);
+    const int tok = lane < rows ? __ldcg(&p.row_token[(size_t)d * p.Cs + sh.offs[e] + r0 + lane]) : 0;
+    /* rows [r0, r0 + rows) of (d, le) go to d's expert-major region at eoff */
+    char *dst0 = loom_peer_ptr(c, d, p.disp_off + (size_t)(sh.work[e] + r0) * p.row_bytes);
+    for (int r = 0; r < rows; r++) { /* uniform: every lane takes part in the shuffle */
+      const int t = __shfl_sync(0xffffffffu, tok, r);
+      const int4 *src = (const int4 *)((const char *)call.x + (size_t)t * p.row_bytes);
+      int4 *dst = (int4 *)(dst0 + (size_t)r * p.row_bytes);
+      /* U loads per lane before their stores: a load-store pair per vector
+       * was one round trip per 512 bytes of a warp */
+      for (int v0 = lane; v0 < vpr; v0 += 32 * U) {
+        int4 buf[U];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+          if (v0 + 32 * u < vpr) buf[u] = __ldg(src + v0 + 32 * u);
+#pragma unroll
+        for (int u = 0; u < U; u++)
+          if (v0 + 32 * u < vpr) dst[v0 + 32 * u] = buf[u];
+      }
+    }
+    /* the warp's stores before lane 0's release (cumulative): the rows
+     * land in one or two of d's 128-row tiles, count them there */
+    __syncwarp();
+    if (lane == 0) {
+      uint32_t *ready = (uint32_t *)loom_peer_ptr(c, d, p.ready_off);
+      const int a = sh.work[e] + r0, b = a + rows;
+      const int split = min(b, (a / LOOM_MOE_BM + 1) * LOOM_MOE_BM);
+      loom_count_add(&ready[a / LOOM_MOE_BM], (uint32_t)(split - a));
+      if (split < b) loom_count_add(&ready[split / LOOM_MOE_BM], (uint32_t)(b - split));
+      if (call.tr_events != NULL) tr_piece(p, call, start, d, le, r0, rows);
+    }
   }
+}
+
+/* Every warp of the block copies pieces: all of them (fg < 0: the
+ * mma.sync variant, from the ticket counter), or the first fg, statically
+ * over the grid's warps (the Hopper variant, whose producer warpgroup
+ * takes the rest from the counter beside the GEMMs). */
+static __device__ void phase_dispatch(const loom_dev_comm &c, const loom_moe_params &p,
+                                      const loom_moe_call &call, const moe_shared &sh, int fg) {
+  if (fg < 0) moe_dispatch_warp<8>(c, p, call, sh, 0, 1);
+  else moe_dispatch_warp<8>(c, p, call, sh, fg, 0);
+  __syncthreads();
 }
 
 /* ---- phase 4: experts ------------------------------------------------------------ */
@@ -1491,6 +1562,17 @@ static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_p
   }
 }
 
+/* Dispatch pieces the whole grid copies before the expert phase: one a
+ * warp (12 672 rows over 132 SMs of 12 warps, ~50 MB at H = 2048 bf16);
+ * the rest go out beside the GEMMs, on the producer warpgroup's warps 2
+ * and 3 (U = 4 at 40 registers: ~1 GB/s a warp measured, a 32 KB piece in
+ * ~31 us, bench/RESULTS.md session 12). Fewer up front (three rounds of
+ * GEMM0 tasks, 792 pieces) starved the GEMMs: the background alone did not
+ * keep up with them. */
+static __device__ __forceinline__ int moe_hop_fg_pieces(void) {
+  return (int)(gridDim.x * (MOE_HOP_THREADS / 32));
+}
+
 /* The phase. All MOE_HOP_THREADS threads call it; the dynamic shared memory
  * (whatever the earlier phases left there) becomes the engine's ring. */
 template <int MATH>
@@ -1532,6 +1614,9 @@ static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_p
       failed = moe_hop_producer<CFG>(c, p, sh, sm, task_of, maps, epoch, n0, total, nF, nH, &fail);
     else if ((threadIdx.x & 127) == 32)
       moe_hop_signaler(c, p, sh, sg, epoch, n0, nF, nH);
+    else if ((threadIdx.x & 127) >= 64)
+      moe_dispatch_warp<4>(c, p, call, sh, moe_hop_fg_pieces(), 1); /* warps 2, 3: the pieces
+                                                                               phase_dispatch left */
     ptx_named_bar_sync(MOE_HOP_BAR_PRODUCER, 128); /* the whole WG back together */
     ptx_setmaxnreg_inc<CFG::entry_regs>();
     if (failed) loom_wait_settle(c, fail); /* out of line: only at the full budget */
@@ -1713,7 +1798,9 @@ __global__ void __launch_bounds__(HOP ? MOE_HOP_THREADS : moe_cfg::threads, moe_
     const int barrier2 = loom_grid_barrier(c, 2);
     if (barrier2) tr_close(p, call, sh, TR_WAIT);
     if (barrier2 && placed && moe_counts(c, p, call, sh, epoch)) {
-      phase_dispatch(c, p, call, sh, epoch);
+      int limit = -1; /* every piece here (the mma.sync variant) */
+      if constexpr (HOP) limit = moe_hop_fg_pieces();
+      phase_dispatch(c, p, call, sh, limit);
       phase_mark(p, 2, t0);
       int ok;
       if constexpr (HOP) ok = phase_experts_hop<MATH>(c, p, call, sh, epoch, smem, maps);

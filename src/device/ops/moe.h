@@ -99,7 +99,7 @@ typedef struct {
   void *h;             /* [DR][F] FFN intermediate, dtype, rows as dispatch */
   uint32_t *done0;     /* [NT] GEMM0 tasks finished per row tile (zeroed by its GEMM1s' last) */
   uint32_t *done1;     /* [NT] GEMM1 tasks finished per row tile (zeroed by its last) */
-  uint32_t *ticket;    /* [1] next compute task */
+  uint32_t *ticket;    /* [2] next compute task, next dispatch piece (moe.cu phase_dispatch) */
   uint64_t *trace;     /* [LOOM_MOE_MAX_BLOCKS][5] each block's phase ends (ns) */
   loom_moe_trace_state *tr_state; /* [1] loom_moe_set_trace's counter and starts */
   /* weights, in wlayout (loom.h "Layouts"): OUT_IN wg [E x H], w1
