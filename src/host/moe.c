@@ -341,13 +341,15 @@ loom_result_t loom_moe_create(loom_comm_t comm, const loom_moe_config_t *config,
   {
     moe_buffer b[MOE_NUM_BUFFERS];
     private_buffers(p, b);
-    for (int i = 0; i < MOE_NUM_BUFFERS; i++) CUDA_CHECK(cudaMalloc(b[i].ptr, b[i].bytes));
+    for (int i = 0; i < MOE_NUM_BUFFERS; i++) {
+      CUDA_CHECK(cudaMalloc(b[i].ptr, b[i].bytes));
+      /* the trace counter starts at 0 (every kernel leaves it at 0); gate
+       * arrivals carry their call's epoch (moe.cu phase_gate): they start
+       * at epoch 0, which no call has */
+      if (b[i].ptr == (void **)&p->tr_state || b[i].ptr == (void **)&p->gate_cnt)
+        CUDA_CHECK(cudaMemset(*b[i].ptr, 0, b[i].bytes));
+    }
   }
-  /* the trace counter starts at 0; every kernel leaves it at 0 */
-  CUDA_CHECK(cudaMemset(p->tr_state, 0, sizeof(loom_moe_trace_state)));
-  /* gate arrivals carry their call's epoch (moe.cu phase_gate): start at
-   * epoch 0, which no call has */
-  CUDA_CHECK(cudaMemset(p->gate_cnt, 0, ((size_t)(p->Tmax + LOOM_MOE_TT - 1) / LOOM_MOE_TT + 1) * sizeof(unsigned long long)));
   /* the window offsets are relative to the data region */
   p->hdr_off += comm->layout.data_offset;
   p->ready_off += comm->layout.data_offset;
