@@ -628,8 +628,10 @@ loom_result_t loom_moe_forward(loom_moe_t moe, const void *x, int64_t num_tokens
  * on H100/H200, so short slices may read as 0 or 1 us long). The kernel
  * runs one block per SM, so an SM's slices are one block's. Recorded:
  *   - one slice per unit of work (LOOM_MOE_TRACE_GATE .. _COMBINE): a
- *     gate token tile, the block's place phase, a dispatch row tile sent,
- *     a GEMM0 or GEMM1 task (one ticket), a combine token tile;
+ *     gate token tile, the block's place phase, a dispatch piece of up to
+ *     8 rows sent (one warp's; pieces overlap each other and, with K-major
+ *     weights on bf16 / fp16 / TF32, their SM's GEMM slices), a GEMM0 or
+ *     GEMM1 task (one ticket), a combine token tile;
  *   - one slice per bounded wait that waited at least
  *     LOOM_MOE_TRACE_MIN_WAIT_NS (LOOM_MOE_TRACE_WAIT_*: what it waited
  *     for). Waits inside a work slice (a GEMM0's dispatch flag, the place
