@@ -584,7 +584,9 @@ typedef struct {
   int64_t bytes_remote;    /* the part of bytes_sent that crossed NVLink */
   /* In-kernel trace: latest end over all blocks of each phase (gate, place,
    * dispatch, experts, combine), ns after the block started; 0 if the
-   * kernel stopped before it. %globaltimer resolution (~1 us). */
+   * kernel stopped before it. %globaltimer resolution (~1 us). With K-major
+   * weights on bf16 / fp16 / TF32, "dispatch" ends with the rows copied
+   * before the expert phase; the rest are copied during it. */
   int64_t phase_end_ns[5];
 } loom_moe_stats_t;
 

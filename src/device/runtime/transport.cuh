@@ -24,6 +24,10 @@
  *   C: thread 0 ld.acquire.sys flag >= epoch (bounded)
  *   C: __syncthreads()                    ... and C's threads after it
  *   C: every thread reads the rows (ld.cg: from L2, never a stale L1 line)
+ * A warp may stand for P's block (the MoE dispatch pieces: __syncwarp(),
+ * then lane 0's release add on a row counter), and one thread for C's
+ * (the Hopper engine's producer: acquire, fence.proxy.async, then TMA
+ * reads of the rows).
  */
 #ifndef LOOM_TRANSPORT_CUH
 #define LOOM_TRANSPORT_CUH
