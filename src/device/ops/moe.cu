@@ -127,6 +127,15 @@ static __device__ __forceinline__ int moe_fresh(int v) {
 
 /* ---- in-kernel trace -------------------------------------------------------------- */
 
+/* Store event e at events[i] as two 16-byte stores. */
+static __device__ __forceinline__ void trace_put(loom_moe_trace_event_t *events, unsigned long long i,
+                                                 const loom_moe_trace_event_t &e) {
+  const int4 *src = (const int4 *)&e;
+  int4 *dst = (int4 *)&events[i];
+  dst[0] = src[0];
+  dst[1] = src[1];
+}
+
 /* Reserve room for the gathered events with one atomicAdd and store them;
  * those at or past the capacity are only counted (dropped). Thread 0.
  * Inline, as trace_close: an out-of-line call inside the tile engine's
@@ -138,12 +147,7 @@ static __device__ __forceinline__ void trace_flush(moe_trace_sh *ts, loom_moe_tr
   if (n == 0) return;
   const unsigned long long base = atomicAdd(next, (unsigned long long)n);
   for (int i = 0; i < n; i++)
-    if (base + i < (unsigned long long)capacity) {
-      const int4 *src = (const int4 *)&ts->ev[i];
-      int4 *dst = (int4 *)&events[base + i];
-      dst[0] = src[0];
-      dst[1] = src[1];
-    }
+    if (base + i < (unsigned long long)capacity) trace_put(events, base + i, ts->ev[i]);
   ts->n = 0;
 }
 
@@ -970,9 +974,9 @@ static __device__ int moe_counts(const loom_dev_comm &c, const loom_moe_params &
  * Every destination lays its rows out expert-major and takes its GEMM0
  * tasks in that order, so the pieces go out in the order they are
  * consumed, and each source's first pieces fill every destination's first
- * tiles. Warps take pieces from a ticket counter (p.ticket[1]): a piece
- * at a time, so the first tiles are ready after a few pieces, not after a
- * block's whole share. */
+ * tiles. A warp copies a piece at a time (moe_dispatch_warp: a static
+ * share, then a ticket counter, p.ticket[1]), so the first tiles are ready
+ * after a few pieces, not after a block's whole share. */
 #define MOE_DSUB 8 /* rows a piece: one row token per lane of lanes 0..7 */
 
 /* A dispatch slice written straight to the trace buffer (the pieces run on
@@ -990,10 +994,7 @@ static __device__ __forceinline__ void tr_piece(const loom_moe_params &p, const 
   e.a = le;
   e.b = r0;
   e.c = rows;
-  const int4 *src = (const int4 *)&e;
-  int4 *dst = (int4 *)&call.tr_events[i];
-  dst[0] = src[0];
-  dst[1] = src[1];
+  trace_put(call.tr_events, i, e);
 }
 
 /* One warp copies pieces. Static (dyn 0): pieces gw, gw + nw, ... below
