@@ -8,7 +8,7 @@
  *   build/bench/gemm                  # all checks ("all results match"), then timings
  *   build/bench/gemm --quick          # fewer cases and shapes
  *   build/bench/gemm --dtype bf16 --shape dense     # filters (bf16|fp16|tf32, dense|grouped|smallm)
- *   build/bench/gemm --variant v1,pp  # engine variants (v1 w1 pp sk2 sk4 pp2 w1c2 sm2 sm2h; default all,
+ *   build/bench/gemm --variant v1,pp  # engine variants (v1 w1 pp sk2 sk4 pp2 w1c2 sm2 sm2h ws; default all,
  *                                     # docs/tile.md "v2", "v3")
  *   build/bench/gemm --k 2048,768     # grouped timed shapes only at these K
  *   build/bench/gemm --device-groups  # only the grouped cases, each in host-groups (hg) and
@@ -229,16 +229,19 @@ static float row_scale_val(uint32_t seed, int64_t row) { return 0.5f + 0.125f * 
  *   pp2     hop_pp2: pp in 2-CTA clusters along M, B multicast (large-config cases)
  *   w1c2    hop_w1c2: large_w1 (128 x 256) in 2-CTA clusters, B multicast (large)
  *   sm2     hop_sm2: small 64 x 128, 2 stages of 4 k-blocks (small-config cases)
- *   sm2h    hop_sm2h: small 64 x 128, 4 stages of 2 k-blocks (small)             */
+ *   sm2h    hop_sm2h: small 64 x 128, 4 stages of 2 k-blocks (small)
+ * v7 (docs/tile.md "v7"):
+ *   ws      hop_ws: large_w1 with the TMA epilogue (staged stmatrix + TMA
+ *           stores; direct stores where it has no C map) (large)              */
 enum {
   VAR_V1 = 0, VAR_W1 = 1, VAR_PP = 2, VAR_SK2 = 3, VAR_SK4 = 4,
-  VAR_PP2 = 5, VAR_W1C2 = 6, VAR_SM2 = 7, VAR_SM2H = 8, NUM_VARS = 9
+  VAR_PP2 = 5, VAR_W1C2 = 6, VAR_SM2 = 7, VAR_SM2H = 8, VAR_WS = 9, NUM_VARS = 10
 };
 static const char *var_name(int v) {
-  static const char *n[] = {"v1", "w1", "pp", "w1+sk2", "w1+sk4", "pp2", "w1c2", "sm2", "sm2h"};
+  static const char *n[] = {"v1", "w1", "pp", "w1+sk2", "w1+sk4", "pp2", "w1c2", "sm2", "sm2h", "ws"};
   return n[v];
 }
-static int var_large_only(int v) { return v == VAR_PP || v == VAR_PP2 || v == VAR_W1C2; }
+static int var_large_only(int v) { return v == VAR_PP || v == VAR_PP2 || v == VAR_W1C2 || v == VAR_WS; }
 static int var_small_only(int v) { return v == VAR_SM2 || v == VAR_SM2H; }
 static int var_cluster(int v) { return v == VAR_PP2 || v == VAR_W1C2; }
 static int var_split(int v) { return v == VAR_SK2 ? 2 : v == VAR_SK4 ? 4 : 1; }
@@ -252,6 +255,7 @@ template <int DT> static cudaError_t plan_dt(int cfg, int var, hop_plan *plan, c
     if (var == VAR_PP) return plan_cfg<hop_pp<DT>>(plan, pr);
     if (var == VAR_PP2) return plan_cfg<hop_pp2<DT>>(plan, pr);
     if (var == VAR_W1C2) return plan_cfg<hop_w1c2<DT>>(plan, pr);
+    if (var == VAR_WS) return plan_cfg<hop_ws<DT>>(plan, pr);
     if (var_small_only(var)) return cudaErrorNotSupported;
     return plan_cfg<hop_large_w1<DT>>(plan, pr);
   }
@@ -320,6 +324,7 @@ static cudaError_t plan_case(const gcase *c, gbufs *b, uint64_t timeout_ns, int 
   pr.split_k = var_split(var);
   /* row_ptr entries point at rows of C (pitch n_out) */
   pr.row_ptr_align16 = (b->n_out * out_esize(c->out)) % 16 == 0;
+  pr.out = c->out;
   cudaError_t e = c->dtype == HOP_BF16   ? plan_dt<HOP_BF16>(c->cfg, var, &b->plan, &pr)
                   : c->dtype == HOP_FP16 ? plan_dt<HOP_FP16>(c->cfg, var, &b->plan, &pr)
                                          : plan_dt<HOP_TF32>(c->cfg, var, &b->plan, &pr);
@@ -336,6 +341,7 @@ static cudaError_t launch_var(int var, const hop_plan *plan, cudaStream_t st) {
     if (var == VAR_PP) return hop_launch<hop_pp<DT>, ACT, OUT>(plan, st);
     if (var == VAR_PP2) return hop_launch<hop_pp2<DT>, ACT, OUT>(plan, st);
     if (var == VAR_W1C2) return hop_launch<hop_w1c2<DT>, ACT, OUT>(plan, st);
+    if (var == VAR_WS) return hop_launch<hop_ws<DT>, ACT, OUT>(plan, st);
     if (var_small_only(var)) return cudaErrorNotSupported;
     return hop_launch<hop_large_w1<DT>, ACT, OUT>(plan, st);
   } else {
@@ -824,7 +830,7 @@ static void report_case(const gcase *c, gbufs *b, int var, int mode, const cubla
   const float te = time_case(c, b, 0, var, FLUSH_DIRTY);
   char cfgname[16];
   snprintf(cfgname, sizeof(cfgname), "%s",
-           var == VAR_PP ? "128x128pp" : var == VAR_PP2 ? "128x128pc2" : var == VAR_W1C2 ? "128x256c2"
+           var == VAR_PP ? "128x128pp" : var == VAR_PP2 ? "128x128pc2" : var == VAR_W1C2 ? "128x256c2" : var == VAR_WS ? "128x256ws"
            : var == VAR_SM2 ? "64x128k4" : var == VAR_SM2H ? "64x128k2" : c->cfg == CFG_LARGE ? "128x256" : "64x128");
   printf("  %-34s %-7s %s %-9s engine %8.4f ms %7.1f TFLOP/s %6.0f GB/s | cuBLAS %8.4f ms %7.1f TFLOP/s | engine/cuBLAS %.2f\n",
          c->name, var_name(var), mode_name(mode), cfgname, te, flops / te * 1e-9, bytes / te * 1e-6, tc->dirty,
@@ -1097,7 +1103,7 @@ static int debug_one(int dt, int cfg, int M, int N, int K, int pattern, int var)
 
 static void usage(void) {
   printf("usage: gemm [--debug] [--check-only] [--quick] [--dtype bf16|fp16|tf32] "
-         "[--shape dense|grouped|smallm] [--variant v1,w1,pp,sk2,sk4,pp2,w1c2,sm2,sm2h] [--k K1,K2,..] [--raster M] "
+         "[--shape dense|grouped|smallm] [--variant v1,w1,pp,sk2,sk4,pp2,w1c2,sm2,sm2h,ws] [--k K1,K2,..] [--raster M] "
          "[--iters N] [--seed S] "
          "[--threads T] [--device-groups] [--dg-concurrent] [--stores v4|pairs] [--case NAME-SUBSTRING]\n"
          "env LOOM_BENCH_PROFILE=1: each timing's last dirty-flush launch is the only profiled range "

@@ -198,6 +198,54 @@ static __device__ __forceinline__ void ptx_tma_load_2d(void *dst, const void *ma
       : "memory");
 }
 
+/* ---- TMA stores (the engine's staged epilogue, tile/hopper_epilogue.cuh) ---- */
+
+/* Order this thread's earlier generic-proxy writes to shared memory before
+ * later async-proxy (TMA) reads of it: every writing thread, then a
+ * barrier (or __syncwarp), then one thread issues the store. */
+static __device__ __forceinline__ void ptx_fence_proxy_async_shared(void) {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+/* Store four 8 x 8 matrices of 16-bit values to shared memory
+ * (stmatrix.m8n8.x4): lane l passes the address of row l % 8 of matrix l / 8
+ * (16 contiguous bytes); register j holds this lane's two adjacent values of
+ * matrix j, row l / 4, columns 2 (l % 4), +1: the mma/wgmma accumulator
+ * fragment layout. */
+static __device__ __forceinline__ void ptx_stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2,
+                                                       uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0),
+               "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
+
+/* TMA 2D tile store: the box at shared `src` to element coordinates (c0 =
+ * inner, c1 = outer) of `map`; elements outside the map are not written. Joins
+ * this thread's open bulk group (ptx_bulk_commit). */
+static __device__ __forceinline__ void ptx_tma_store_2d(const void *map, const void *src, int32_t c0, int32_t c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(map),
+               "r"(ptx_smem_addr(src)), "r"(c0), "r"(c1)
+               : "memory");
+}
+
+/* Close this thread's bulk group of TMA stores issued since the last commit. */
+static __device__ __forceinline__ void ptx_bulk_commit(void) {
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+/* Wait until at most N of this thread's committed bulk groups still read
+ * their shared-memory source (the source may then be overwritten; the global
+ * writes may still be in flight). */
+template <int N> static __device__ __forceinline__ void ptx_bulk_wait_read(void) {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+
+/* Wait until at most N of this thread's committed bulk groups are pending
+ * (their global writes performed). */
+template <int N> static __device__ __forceinline__ void ptx_bulk_wait(void) {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+}
+
 /* ---- clusters (2-CTA multicast variants, tile/hopper.cuh "CL") ---- */
 
 /* Rank of this CTA inside its cluster (%cluster_ctarank). */

@@ -97,6 +97,17 @@ enum hop_act {
 /* Consumer schedule of a configuration (see the file comment). */
 enum hop_mainloop { HOP_ML_V1 = 0, HOP_ML_COOP = 1, HOP_ML_PINGPONG = 2 };
 
+/* How the consumers' epilogue reaches global memory (docs/tile.md "v7"):
+ *   DIRECT  16-byte (or pair) stores from registers, hop_epilogue
+ *   TMA     16-bit outputs to C through a tensor map: each consumer warp
+ *           rounds its 16 rows into 64-column swizzled blocks of its own
+ *           4 KB of shared staging (stmatrix) and one lane issues a TMA
+ *           store per block, so the global writes drain while the next
+ *           task's mainloop runs (hop_epilogue_tma). Falls back to DIRECT
+ *           where there is no C map (row_ptr, fp32 output, unaligned C) and
+ *           for device-group warps whose 16 rows are not all live. */
+enum hop_epi { HOP_EPI_DIRECT = 0, HOP_EPI_TMA = 1 };
+
 /* ---- tile configuration ----------------------------------------------------
  * One struct per kernel instance; every resource number lives here.
  *   BM x BN   output tile. Cooperative (V1, COOP): BM = 128: each consumer
@@ -115,11 +126,13 @@ enum hop_mainloop { HOP_ML_V1 = 0, HOP_ML_COOP = 1, HOP_ML_PINGPONG = 2 };
  *             KSUB consecutive BK-wide blocks, each its own swizzled
  *             [rows][128 B] block, so the producer asks for KSUB * 128
  *             contiguous bytes of every B row at once                          */
-template <int DT, int BM_, int BN_, int STAGES_, int ML_ = HOP_ML_V1, int CL_ = 1, int KSUB_ = 1>
+template <int DT, int BM_, int BN_, int STAGES_, int ML_ = HOP_ML_V1, int CL_ = 1, int KSUB_ = 1,
+          int EPI_ = HOP_EPI_DIRECT>
 struct hop_cfg {
   static constexpr int dtype = DT;
   static constexpr int esize = DT == HOP_TF32 ? 4 : 2;
   static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_, ml = ML_, CL = CL_, KSUB = KSUB_;
+  static constexpr bool epi_tma = EPI_ == HOP_EPI_TMA;
   static constexpr int TM = BM * CL;       /* rows of one scheduled task (a cluster's pair of tiles) */
   static constexpr int BK = 128 / esize;   /* 64 (16-bit) or 32 (fp32) */
   static constexpr int BKS = BK * KSUB;    /* K of one stage */
@@ -140,13 +153,18 @@ struct hop_cfg {
    * the 4 warps of the WG that owns the stage's task */
   static constexpr int empty_arrivals = (pingpong ? 4 : consumer_wgs * 4) * CL; /* x CL: peers' warps too */
   /* shared memory, offsets from a 1024-aligned base; a stage is KSUB blocks
-   * of A (BM x 128 B each), then (b_offset) KSUB blocks of B (BN x 128 B) */
+   * of A (BM x 128 B each), then (b_offset) KSUB blocks of B (BN x 128 B);
+   * with the TMA epilogue the consumer warps' staging (stg_warp_bytes each:
+   * two 16-row x 128-byte swizzled blocks) follows the ring */
   static constexpr int a_blk_bytes = BM * 128, b_blk_bytes = BN * 128;
   static constexpr int a_stage_bytes = KSUB * a_blk_bytes, b_stage_bytes = KSUB * b_blk_bytes;
   static constexpr int stage_bytes = a_stage_bytes + b_stage_bytes; /* = TMA bytes per stage */
   static constexpr int a_offset = 0;
   static constexpr int b_offset = STAGES * a_stage_bytes;
-  static constexpr int bar_offset = STAGES * stage_bytes;      /* full[STAGES], empty[STAGES] */
+  static constexpr int stg_offset = STAGES * stage_bytes;
+  static constexpr int stg_warp_bytes = 2 * 16 * 128;
+  static constexpr int stg_bytes = epi_tma ? consumer_wgs * 4 * stg_warp_bytes : 0;
+  static constexpr int bar_offset = stg_offset + stg_bytes;   /* full[STAGES], empty[STAGES] */
   static constexpr int flag_offset = bar_offset + 16 * STAGES; /* u32 task status per stage */
   static constexpr int sk_offset = flag_offset + 4 * STAGES;   /* u32 split-K "this WG pair writes" */
   static constexpr int dg_offset = sk_offset + 16; /* device groups: hop_dg_table (size set at launch) */
@@ -173,6 +191,8 @@ struct hop_cfg {
   static_assert(b_box_rows % 8 == 0 && (b_box_rows * 128) % 1024 == 0,
                 "each CTA's half of B must be whole 1024-byte swizzle atoms");
   static_assert(KSUB >= 1 && KSUB <= 8, "k-blocks per stage");
+  static_assert(!epi_tma || (ML_ == HOP_ML_COOP && BM == 128 && CL == 1),
+                "TMA epilogue: the cooperative 128-row tile (each warp 16 rows of one WG's 64)");
 };
 
 /* The two configurations the engine ships:
@@ -200,6 +220,9 @@ template <int DT> struct hop_pp2 : hop_cfg<DT, 128, 128, 6, HOP_ML_PINGPONG, 2> 
 template <int DT> struct hop_w1c2 : hop_cfg<DT, 128, 256, 4, HOP_ML_COOP, 2> {};
 template <int DT> struct hop_sm2 : hop_cfg<DT, 64, 128, 2, HOP_ML_COOP, 1, 4> {};
 template <int DT> struct hop_sm2h : hop_cfg<DT, 64, 128, 4, HOP_ML_COOP, 1, 2> {};
+/* v7 (docs/tile.md "v7"):
+ *   ws     large_w1 with the TMA epilogue: 4 x 48 KB ring + 32 KB staging   */
+template <int DT> struct hop_ws : hop_cfg<DT, 128, 256, 4, HOP_ML_COOP, 1, 1, HOP_EPI_TMA> {};
 
 /* ---- problem description (device memory / kernel parameter) -------------- */
 
@@ -284,6 +307,11 @@ struct hop_params {
                                     never written, so no tensormap fence (that fence is only
                                     defined on global memory); 0: pointers to global memory
                                     the host wrote */
+  const CUtensorMap *c_maps;     /* HOP_EPI_TMA configurations: C maps in global memory (16-bit
+                                    elements, box 64 columns x 16 rows, 128-byte swizzle), one per
+                                    group over its [rows x n_out] (host groups) or one over the
+                                    [dg_capacity x n_out] buffer (device groups); NULL: direct
+                                    stores (row_ptr, fp32 output, C not 16-byte aligned) */
 };
 
 /* The launch's group table and group maps (see hop_params.maps_const): a
@@ -596,6 +624,7 @@ struct hop_smem {
   volatile uint32_t *sk;   /* split-K: 1 = this block's consumers reduce and write the tile */
   const int32_t *dg;       /* device groups: the task table (hop_dg_build); NULL: host groups */
   uint32_t peer_empty;     /* clusters: shared::cluster address of the peer CTA's empty[0] */
+  uint8_t *stg;            /* HOP_EPI_TMA: 8 consumer warps x stg_warp_bytes of staging */
 };
 
 /* The engine's place in a block's dynamic shared memory: base = smem_raw
@@ -616,6 +645,7 @@ template <class CFG> static __device__ __forceinline__ hop_smem hop_smem_ring(ui
   sm.sk = NULL;
   sm.dg = NULL;
   sm.peer_empty = 0;
+  sm.stg = base + CFG::stg_offset;
   return sm;
 }
 
@@ -891,6 +921,9 @@ static __device__ __forceinline__ void hop_splitk_finish(const float *acc, const
  * there). */
 template <class CFG, class SIDE>
 static __device__ __forceinline__ void hop_task_done(const SIDE &side, const hop_task &t, int wg) {
+  static_assert(!(CFG::epi_tma && SIDE::has_done),
+                "TMA epilogue: a tile's stores are not complete when its consumers meet; done() would need "
+                "a bulk wait and a proxy fence first");
   if (!SIDE::has_done) return;
   if (CFG::pingpong) {
     ptx_named_bar_sync(HOP_BAR_DONE + wg, 128);
@@ -913,6 +946,8 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
   const int col_off = CFG::BM == 128 || CFG::pingpong ? 0 : wg * CFG::WG_N;
   const uint64_t da0 = hop_desc(sm.a + a_off), db0 = hop_desc(sm.b + b_off);
   float acc[CFG::acc_regs];
+  uint8_t *const stg = sm.stg + (threadIdx.x >> 5) * CFG::stg_warp_bytes; /* TMA epilogue: this warp's */
+  int cmap_fenced = -1;
   hop_sched sc = hop_sched_init<CFG>(p, sm.dg);
   hop_task t;
   uint32_t stage = 0, phase = 0;
@@ -953,9 +988,15 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
       if (p.split_k > 1) {
         hop_splitk_finish<CFG, ACT, OUT>(acc, p, sm, t, skipped, row_off, col_off);
       } else if (!skipped) {
-        if (!idle) hop_epilogue<CFG, ACT, OUT, CFG::acc_regs>(acc, p, t, gp, row_off, col_off);
+        if (!idle) hop_epilogue_store<CFG, ACT, OUT, CFG::acc_regs>(acc, p, t, gp, stg, row_off, col_off, cmap_fenced);
         hop_task_done<CFG>(side, t, wg);
       }
+    }
+    /* TMA epilogue: the last tasks' stores are done before the block's
+     * shared memory goes away (and before the launch counts as complete) */
+    if (CFG::epi_tma) {
+      if (lane == 0) ptx_bulk_wait<0>();
+      __syncwarp();
     }
   } else {
     /* ---- ping-pong: the block's tasks j = 0, 1, 2, ... alternate WG 0, 1, 0, ...

@@ -201,6 +201,109 @@ static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_
   }
 }
 
+/* Whether this consumer warp's rows of task t go out through the TMA
+ * epilogue: the launch has C maps, and (device groups, one map over the
+ * whole buffer) all 16 of the warp's rows are live, since a box would
+ * otherwise write into the next group's rows. Host-group maps end at the
+ * group's last row: TMA drops the rows past it. Uniform across the warp. */
+template <class CFG>
+static __device__ __forceinline__ int hop_tma_rows(const hop_params &p, const hop_task &t, int row_off) {
+  const int warp = (threadIdx.x >> 5) & 3;
+  return p.c_maps != NULL && (p.dg_rows == NULL || t.m_blk * CFG::BM + row_off + warp * 16 + 16 <= t.rows);
+}
+
+/* TMA epilogue (HOP_EPI_TMA, 16-bit output) of one consumer warp: its 16
+ * rows of the WG's m64 x (2*NACC) slab, in blocks of 64 output columns.
+ * Block b is rounded (act, row scale) into staging half b % 2 (16 rows x
+ * 128 bytes, the 128-byte swizzle: 16-byte chunk c of row r at c ^ (r % 8),
+ * so the eight rows of an 8 x 8 matrix hit eight different bank groups)
+ * with four stmatrix.x4, fenced for the async proxy, and lane 0 stores it
+ * with one TMA box (64 columns x 16 rows at C map row t.row_base + first
+ * row; columns >= n_out and, with host groups, rows past the group's end
+ * are dropped by TMA) and commits one bulk group per block. Before writing
+ * a half, lane 0 waits until at most one group still reads staging: the
+ * groups alternate halves (an even number of blocks per task), so that one
+ * is the other half's. The global writes drain behind the next mainloop;
+ * the consumer waits for them once, at the end (hop_consumer).
+ * `cmap_fenced`: the C map last acquired by this thread (host groups'
+ * maps are written by the host: fence.proxy.tensormap before the first
+ * store through each). Every lane of the warp calls it. */
+template <class CFG, int ACT, int OUT, int NACC>
+static __device__ __forceinline__ void hop_epilogue_tma(const float *acc, const hop_params &p, const hop_task &t,
+                                                        const hop_gptrs &gp, uint8_t *stg, int row_off,
+                                                        int col_off, int &cmap_fenced) {
+  typedef typename hop_out_type<OUT>::T T;
+  constexpr bool glu = ACT == HOP_ACT_SWIGLU;
+  constexpr int NB = (glu ? NACC / 8 : NACC / 4) / 8; /* 64-column output blocks of the slab */
+  static_assert(NB % 2 == 0, "blocks alternate the two staging halves within a task");
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+  const int wrow = t.m_blk * CFG::BM + row_off + warp * 16; /* group row of the warp's first row */
+  const int ocol0 = glu ? (t.n_blk * CFG::BN + col_off) / 2 : t.n_blk * CFG::BN + col_off;
+  const CUtensorMap *map = p.c_maps + t.desc;
+  if (lane == 0 && cmap_fenced != t.desc) {
+    ptx_fence_tensormap_acquire(map);
+    cmap_fenced = t.desc;
+  }
+  float scale[2];
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const int row = wrow + (lane >> 2) + 8 * h;
+    scale[h] = gp.row_scale && row < t.rows ? gp.row_scale[t.row_base + row] : 1.f;
+  }
+  /* stmatrix addresses: lane l gives row l % 8 of matrix l / 8; matrix m is
+   * (output chunk j + m / 2, row half m % 2) of the four a call stores */
+  const int mat = lane >> 3, r8 = lane & 7;
+  const uint32_t row_addr = ptx_smem_addr(stg) + (uint32_t)((8 * (mat & 1) + r8) * 128);
+#pragma unroll
+  for (int b = 0; b < NB; b++) {
+    const uint32_t half = row_addr + (uint32_t)((b & 1) * 16 * 128);
+    if (lane == 0) ptx_bulk_wait_read<1>();
+    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < 8; j += 2) {
+      uint32_t r[4];
+#pragma unroll
+      for (int m = 0; m < 4; m++) {
+        const int o = 8 * b + j + (m >> 1), h = m & 1; /* output chunk, row half */
+        float x, y;
+        if (glu) {
+          const int g = (o >> 2) * 8 + (o & 3); /* gate fragment chunk; up is g + 4 */
+          x = hop_swiglu_val(acc, g, g + 4, h, 0);
+          y = hop_swiglu_val(acc, g, g + 4, h, 1);
+        } else {
+          x = hop_out_val<ACT>(acc, o, h, 0);
+          y = hop_out_val<ACT>(acc, o, h, 1);
+        }
+        r[m] = hop_pack2((T *)0, x * scale[h], y * scale[h]);
+      }
+      const int cc = j + (mat >> 1); /* chunk of this lane's row inside the block */
+      ptx_stmatrix_x4(half + (uint32_t)((cc ^ r8) << 4), r[0], r[1], r[2], r[3]);
+    }
+    ptx_fence_proxy_async_shared();
+    __syncwarp();
+    if (lane == 0) {
+      const int col = ocol0 + 64 * b;
+      if (col < p.n_out) ptx_tma_store_2d(map, stg + (b & 1) * 16 * 128, col, t.row_base + wrow);
+      ptx_bulk_commit();
+    }
+  }
+}
+
+/* A cooperative consumer WG's slab: through TMA (HOP_EPI_TMA, 16-bit
+ * output, hop_tma_rows) or with direct stores. */
+template <class CFG, int ACT, int OUT, int NACC>
+static __device__ __forceinline__ void hop_epilogue_store(const float *acc, const hop_params &p, const hop_task &t,
+                                                          const hop_gptrs &gp, uint8_t *stg, int row_off,
+                                                          int col_off, int &cmap_fenced) {
+  if constexpr (CFG::epi_tma && OUT != HOP_OUT_FP32) {
+    if (hop_tma_rows<CFG>(p, t, row_off)) {
+      hop_epilogue_tma<CFG, ACT, OUT, NACC>(acc, p, t, gp, stg, row_off, col_off, cmap_fenced);
+      return;
+    }
+  }
+  hop_epilogue<CFG, ACT, OUT, NACC>(acc, p, t, gp, row_off, col_off);
+}
+
 template <class CFG, int ACT, int OUT, int NACC>
 static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_params &p, const hop_task &t,
                                                     int row_off, int col_off) {

@@ -104,12 +104,17 @@ struct hop_problem {
                           caller's promise), so the epilogue may store 16 bytes
                           per lane; 0: 4/8-byte stores wherever row_ptr is used.
                           For C the plan checks the base and ldc itself. */
+  int out;            /* hop_out the launches will use (0 = bf16). Read only by
+                         HOP_EPI_TMA configurations: a 16-bit output to C (no
+                         row_ptr, 16-byte aligned rows) gets C maps; a launch
+                         with an fp32 OUT then fails (cudaErrorInvalidValue) */
 };
 
 struct hop_plan {
   hop_params params;      /* the kernel argument                        */
   hop_group *d_groups;    /* device group table (num_groups entries)    */
   CUtensorMap *d_maps;    /* device maps (grouped only), 2 per group    */
+  CUtensorMap *d_cmaps;   /* HOP_EPI_TMA: C maps (hop_params.c_maps), or NULL */
   void *d_split;          /* split-K workspace + counters, or NULL      */
   int grid;               /* blocks to launch: min(num_sms, tiles); device groups: num_sms */
   int smem_bytes;         /* dynamic shared memory per block (+ task table with device groups) */
@@ -154,9 +159,46 @@ static cudaError_t hop_make_map(CUtensorMap *map, int dtype, const void *base, u
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+/* Map over a 16-bit row-major output [rows x n_out] (pitch ldc elements) for
+ * the TMA epilogue: box 64 columns (128 bytes) x 16 rows, 128-byte swizzle
+ * (the staging layout of hop_epilogue_tma). The element type is only bits:
+ * bf16 and fp16 both travel as uint16. */
+static cudaError_t hop_make_cmap(CUtensorMap *map, const void *base, uint64_t rows, uint64_t n_out, uint64_t ldc) {
+  hop_encode_fn encode;
+  cudaError_t e = hop_get_encode(&encode);
+  if (e != cudaSuccess) return e;
+  if (((uintptr_t)base & 15) || (ldc * 2) % 16 || rows == 0 || n_out == 0) return cudaErrorInvalidValue;
+  const cuuint64_t dims[2] = {n_out, rows};
+  const cuuint64_t strides[1] = {ldc * 2};
+  const cuuint32_t box[2] = {64, 16};
+  const cuuint32_t estr[2] = {1, 1};
+  CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, (void *)base, dims, strides, box, estr,
+                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+/* HOP_EPI_TMA: whether the plan gives the launch C maps (16-bit output to
+ * C, every row 16-byte aligned: hop_params.store16). */
+template <class CFG> static int hop_wants_cmaps(const hop_problem *pr, int store16) {
+  return CFG::epi_tma && pr->out != HOP_OUT_FP32 && store16;
+}
+
+/* Copy `n` host-built C maps to the device as the plan's c_maps. */
+static cudaError_t hop_upload_cmaps(hop_plan *plan, const CUtensorMap *maps, int n) {
+  cudaError_t e = cudaMalloc((void **)&plan->d_cmaps, sizeof(CUtensorMap) * n);
+  if (e != cudaSuccess) return e;
+  e = cudaMemcpy(plan->d_cmaps, maps, sizeof(CUtensorMap) * n, cudaMemcpyHostToDevice);
+  if (e != cudaSuccess) return e;
+  plan->params.c_maps = plan->d_cmaps;
+  return cudaSuccess;
+}
+
 static void hop_plan_destroy(hop_plan *plan) {
   if (plan->d_groups) cudaFree(plan->d_groups);
   if (plan->d_maps) cudaFree(plan->d_maps);
+  if (plan->d_cmaps) cudaFree(plan->d_cmaps);
+  plan->d_cmaps = NULL;
   if (plan->d_split) cudaFree(plan->d_split);
   plan->d_groups = NULL;
   plan->d_maps = NULL;
@@ -249,6 +291,11 @@ template <class CFG> static cudaError_t hop_plan_create_dgroups(hop_plan *plan, 
   e = cudaMalloc((void **)&plan->d_groups, sizeof(hop_group));
   if (e != cudaSuccess) return e;
   e = cudaMemcpy(plan->d_groups, &hg, sizeof(hop_group), cudaMemcpyHostToDevice);
+  if (e == cudaSuccess && hop_wants_cmaps<CFG>(pr, p->store16) && !d->row_ptr) {
+    CUtensorMap cm;
+    e = hop_make_cmap(&cm, d->c, (uint64_t)d->capacity, (uint64_t)p->n_out, (uint64_t)pr->ldc);
+    if (e == cudaSuccess) e = hop_upload_cmaps(plan, &cm, 1);
+  }
   if (e != cudaSuccess) {
     hop_plan_destroy(plan);
     return e;
@@ -354,6 +401,22 @@ template <class CFG> static cudaError_t hop_plan_create(hop_plan *plan, const ho
     if (e != cudaSuccess) goto fail;
     plan->params.group_maps = plan->d_maps;
   }
+  if (hop_wants_cmaps<CFG>(pr, plan->params.store16)) {
+    /* one map per group over its own rows (TMA drops rows past the end);
+     * none when any group writes through row_ptr. An empty group's map is
+     * never used (no tasks) and stays zero. */
+    int any_row_ptr = 0;
+    for (int g = 0; g < G; g++) any_row_ptr |= pr->groups[g].rows > 0 && pr->groups[g].row_ptr != NULL;
+    if (!any_row_ptr) {
+      memset(maps, 0, sizeof(CUtensorMap) * G);
+      for (int g = 0; g < G && e == cudaSuccess; g++)
+        if (pr->groups[g].rows > 0)
+          e = hop_make_cmap(&maps[g], pr->groups[g].c, (uint64_t)pr->groups[g].rows,
+                            (uint64_t)plan->params.n_out, (uint64_t)pr->ldc);
+      if (e == cudaSuccess) e = hop_upload_cmaps(plan, maps, G);
+      if (e != cudaSuccess) goto fail;
+    }
+  }
   free(hg);
   free(maps);
   return cudaSuccess;
@@ -370,6 +433,7 @@ fail:
 template <class CFG, int ACT, int OUT>
 static cudaError_t hop_launch(const hop_plan *plan, cudaStream_t stream) {
   static int attr_bytes = 0; /* per instantiation: the opt-in set so far */
+  if (CFG::epi_tma && OUT == HOP_OUT_FP32 && plan->params.c_maps) return cudaErrorInvalidValue;
   if (plan->grid == 0) return cudaSuccess;
   if (plan->smem_bytes > attr_bytes) {
     cudaError_t e = cudaFuncSetAttribute(hop_gemm_kernel<CFG, ACT, OUT>,
