@@ -15,6 +15,10 @@
  *                                     # device-groups (dg) mode beside cuBLAS (docs/tile.md "Device groups")
  *   options: --iters N (timed runs, median; default 10), --seed S, --threads T (CPU reference),
  *            --raster M (m-blocks per raster band; default the engine's 16),
+ *            --sms N (cap the engine's grid at N blocks: small cases then run many
+ *            tasks per block through the persistent loop),
+ *            --pdl on|off (engine launches with programmatic dependent launch,
+ *            hop_problem.no_pdl; default on: only the back-to-back timings overlap),
  *            --dg-concurrent (device-groups checks: write the table from a kernel on a
  *            second stream while the engine already waits, instead of in stream order
  *            before it; on an H200 the engine's blocks fill every SM and the writer never
@@ -104,6 +108,8 @@ struct options {
   int ks[8], nks;    /* --k: grouped timed shapes only with these K (none: all) */
   int pair_stores;   /* --stores pairs: the epilogue's 4/8-byte column-pair stores
                         (hop_params.store16 = 0) instead of 16-byte quad stores */
+  int sms;           /* --sms N: the engine's grid cap (hop_problem.num_sms); 0 = every SM */
+  int no_pdl;        /* --pdl off: hop_problem.no_pdl = 1 (plain stream order between launches) */
 };
 static options g_opt;
 static int g_num_sms, g_l2_bytes;
@@ -319,8 +325,9 @@ static cudaError_t plan_case(const gcase *c, gbufs *b, uint64_t timeout_ns, int 
   }
   pr.error = b->error;
   pr.timeout_ns = timeout_ns;
-  pr.num_sms = g_num_sms;
+  pr.num_sms = g_opt.sms > 0 && g_opt.sms < g_num_sms ? g_opt.sms : g_num_sms;
   pr.raster_m = g_opt.raster_m;
+  pr.no_pdl = g_opt.no_pdl;
   pr.split_k = var_split(var);
   /* row_ptr entries point at rows of C (pitch n_out) */
   pr.row_ptr_align16 = (b->n_out * out_esize(c->out)) % 16 == 0;
@@ -1106,6 +1113,7 @@ static void usage(void) {
          "[--shape dense|grouped|smallm] [--variant v1,w1,pp,sk2,sk4,pp2,w1c2,sm2,sm2h,ws] [--k K1,K2,..] [--raster M] "
          "[--iters N] [--seed S] "
          "[--threads T] [--device-groups] [--dg-concurrent] [--stores v4|pairs] [--case NAME-SUBSTRING]\n"
+         "       [--sms N] [--pdl on|off]\n"
          "env LOOM_BENCH_PROFILE=1: each timing's last dirty-flush launch is the only profiled range "
          "(for ncu --profile-from-start off)\n");
 }
@@ -1141,6 +1149,21 @@ int main(int argc, char **argv) {
       for (char *tok = strtok(buf, ","); tok && g_opt.nks < 8; tok = strtok(NULL, ",")) g_opt.ks[g_opt.nks++] = atoi(tok);
     }
     else if (!strcmp(s, "--dg-concurrent")) g_opt.dg_same_stream = 0;
+    else if (!strcmp(s, "--pdl") && i + 1 < argc) {
+      const char *d = argv[++i];
+      g_opt.no_pdl = !strcmp(d, "off") ? 1 : !strcmp(d, "on") ? 0 : -1;
+      if (g_opt.no_pdl < 0) {
+        usage();
+        return 2;
+      }
+    }
+    else if (!strcmp(s, "--sms") && i + 1 < argc) {
+      g_opt.sms = atoi(argv[++i]);
+      if (g_opt.sms < 1) {
+        usage();
+        return 2;
+      }
+    }
     else if (!strcmp(s, "--stores") && i + 1 < argc) {
       const char *d = argv[++i];
       g_opt.pair_stores = !strcmp(d, "pairs") ? 1 : !strcmp(d, "v4") ? 0 : -1;

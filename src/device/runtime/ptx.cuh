@@ -198,6 +198,22 @@ static __device__ __forceinline__ void ptx_tma_load_2d(void *dst, const void *ma
       : "memory");
 }
 
+/* ---- programmatic dependent launch (tile/hopper_host.cuh hop_launch) ---- */
+
+/* Wait until every grid this one depends on programmatically has completed
+ * and its memory operations are visible; returns at once for a grid launched
+ * without the programmatic-serialization attribute. */
+static __device__ __forceinline__ void ptx_griddep_wait(void) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
+/* Let the next grid of the stream (launched with programmatic
+ * serialization) be scheduled before this one completes; it still waits in
+ * ptx_griddep_wait for this grid's completion before touching memory. */
+static __device__ __forceinline__ void ptx_griddep_launch_dependents(void) {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
 /* ---- TMA stores (the engine's staged epilogue, tile/hopper_epilogue.cuh) ---- */
 
 /* Order this thread's earlier generic-proxy writes to shared memory before

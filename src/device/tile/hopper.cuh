@@ -1109,10 +1109,17 @@ static __device__ __forceinline__ void hop_gemm_run(const hop_params &p, uint8_t
 /* The kernel: grid = min(#SMs, tasks) (device groups: #SMs), CFG::threads
  * threads, hop_plan.smem_bytes of dynamic shared memory (CFG::smem_bytes, plus
  * the task table with device groups). Launch through hop_launch
- * (hopper_host.cuh). */
+ * (hopper_host.cuh), with programmatic stream serialization unless the
+ * problem asked for none (hop_problem.no_pdl). */
 template <class CFG, int ACT, int OUT>
 __global__ void __launch_bounds__(CFG::threads, 1) hop_gemm_kernel(const __grid_constant__ hop_params p) {
   extern __shared__ uint8_t hop_smem_raw[];
+  /* programmatic dependent launch (hop_launch): the next engine launch may
+   * be scheduled onto SMs this grid frees; this grid itself touches no
+   * global memory (A, C, counters, tables) before the previous grid of the
+   * stream has completed. Both are no-ops without the launch attribute. */
+  ptx_griddep_launch_dependents();
+  ptx_griddep_wait();
   hop_gemm_run<CFG, ACT, OUT>(p, hop_smem_raw, 0u, hop_no_side());
 }
 

@@ -104,6 +104,11 @@ struct hop_problem {
                           caller's promise), so the epilogue may store 16 bytes
                           per lane; 0: 4/8-byte stores wherever row_ptr is used.
                           For C the plan checks the base and ldc itself. */
+  int no_pdl;         /* 0: launches use programmatic dependent launch (the
+                         grid may be scheduled while the previous kernel of the
+                         stream finishes; it waits for that kernel's completion
+                         before touching memory: griddepcontrol.wait first);
+                         1: plain stream order */
   int out;            /* hop_out the launches will use (0 = bf16). Read only by
                          HOP_EPI_TMA configurations: a 16-bit output to C (no
                          row_ptr, 16-byte aligned rows) gets C maps; a launch
@@ -117,6 +122,7 @@ struct hop_plan {
   CUtensorMap *d_cmaps;   /* HOP_EPI_TMA: C maps (hop_params.c_maps), or NULL */
   void *d_split;          /* split-K workspace + counters, or NULL      */
   int grid;               /* blocks to launch: min(num_sms, tiles); device groups: num_sms */
+  int pdl;                /* launch with programmatic stream serialization (hop_problem.no_pdl) */
   int smem_bytes;         /* dynamic shared memory per block (+ task table with device groups) */
 };
 
@@ -287,6 +293,7 @@ template <class CFG> static cudaError_t hop_plan_create_dgroups(hop_plan *plan, 
   p->dg_capacity = d->capacity;
   p->b_group_rows = pr->n;
   plan->grid = pr->num_sms / CFG::CL * CFG::CL;
+  plan->pdl = !pr->no_pdl;
   plan->smem_bytes = CFG::smem_bytes + hop_dg_smem_bytes(G);
   e = cudaMalloc((void **)&plan->d_groups, sizeof(hop_group));
   if (e != cudaSuccess) return e;
@@ -375,6 +382,7 @@ template <class CFG> static cudaError_t hop_plan_create(hop_plan *plan, const ho
       plan->grid = (int)((tiles * S < clusters ? tiles * S : clusters) * CFG::CL);
     }
     plan->smem_bytes = CFG::smem_bytes;
+    plan->pdl = !pr->no_pdl;
     if (S > 1 && tiles > 0) { /* workspace [tiles][S][BM*BN] fp32, then [tiles] u32 counters */
       const size_t ws_bytes = (size_t)tiles * S * CFG::BM * CFG::BN * sizeof(float);
       e = cudaMalloc(&plan->d_split, ws_bytes + (size_t)tiles * sizeof(uint32_t));
@@ -442,8 +450,21 @@ static cudaError_t hop_launch(const hop_plan *plan, cudaStream_t stream) {
     attr_bytes = plan->smem_bytes;
   }
   if (CFG::CL == 1) {
-    hop_gemm_kernel<CFG, ACT, OUT><<<plan->grid, CFG::threads, plan->smem_bytes, stream>>>(plan->params);
-    return cudaGetLastError();
+    if (!plan->pdl) {
+      hop_gemm_kernel<CFG, ACT, OUT><<<plan->grid, CFG::threads, plan->smem_bytes, stream>>>(plan->params);
+      return cudaGetLastError();
+    }
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3(plan->grid, 1, 1);
+    cfg.blockDim = dim3(CFG::threads, 1, 1);
+    cfg.dynamicSmemBytes = plan->smem_bytes;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, hop_gemm_kernel<CFG, ACT, OUT>, plan->params);
   }
   /* clusters of CL CTAs along x (consecutive blockIdx.x): the schedule
    * strides by gridDim.x / CL, so the grid may shrink to the clusters the
