@@ -110,6 +110,7 @@ struct options {
                         (hop_params.store16 = 0) instead of 16-byte quad stores */
   int sms;           /* --sms N: the engine's grid cap (hop_problem.num_sms); 0 = every SM */
   int no_pdl;        /* --pdl off: hop_problem.no_pdl = 1 (plain stream order between launches) */
+  int l2_hints;      /* --l2-hints N: hop_problem.l2_hints (0 none, 1 B evict_last, 2 + A evict_first) */
 };
 static options g_opt;
 static int g_num_sms, g_l2_bytes;
@@ -328,6 +329,7 @@ static cudaError_t plan_case(const gcase *c, gbufs *b, uint64_t timeout_ns, int 
   pr.num_sms = g_opt.sms > 0 && g_opt.sms < g_num_sms ? g_opt.sms : g_num_sms;
   pr.raster_m = g_opt.raster_m;
   pr.no_pdl = g_opt.no_pdl;
+  pr.l2_hints = g_opt.l2_hints;
   pr.split_k = var_split(var);
   /* row_ptr entries point at rows of C (pitch n_out) */
   pr.row_ptr_align16 = (b->n_out * out_esize(c->out)) % 16 == 0;
@@ -1113,7 +1115,7 @@ static void usage(void) {
          "[--shape dense|grouped|smallm] [--variant v1,w1,pp,sk2,sk4,pp2,w1c2,sm2,sm2h,ws] [--k K1,K2,..] [--raster M] "
          "[--iters N] [--seed S] "
          "[--threads T] [--device-groups] [--dg-concurrent] [--stores v4|pairs] [--case NAME-SUBSTRING]\n"
-         "       [--sms N] [--pdl on|off]\n"
+         "       [--sms N] [--pdl on|off] [--l2-hints 0|1|2]\n"
          "env LOOM_BENCH_PROFILE=1: each timing's last dirty-flush launch is the only profiled range "
          "(for ncu --profile-from-start off)\n");
 }
@@ -1153,6 +1155,13 @@ int main(int argc, char **argv) {
       const char *d = argv[++i];
       g_opt.no_pdl = !strcmp(d, "off") ? 1 : !strcmp(d, "on") ? 0 : -1;
       if (g_opt.no_pdl < 0) {
+        usage();
+        return 2;
+      }
+    }
+    else if (!strcmp(s, "--l2-hints") && i + 1 < argc) {
+      g_opt.l2_hints = atoi(argv[++i]);
+      if (g_opt.l2_hints < 0 || g_opt.l2_hints > 2) {
         usage();
         return 2;
       }

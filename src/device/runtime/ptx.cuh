@@ -262,6 +262,29 @@ template <int N> static __device__ __forceinline__ void ptx_bulk_wait(void) {
   asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
 }
 
+/* L2 eviction-priority policies (createpolicy) for .L2::cache_hint operands:
+ * evict_last keeps the lines over normal ones, evict_first lets them go first. */
+static __device__ __forceinline__ uint64_t ptx_policy_evict_last(void) {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+static __device__ __forceinline__ uint64_t ptx_policy_evict_first(void) {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+
+/* ptx_tma_load_2d with an L2 cache-hint policy (ptx_policy_*) for the lines it reads. */
+static __device__ __forceinline__ void ptx_tma_load_2d_hint(void *dst, const void *map, uint64_t *bar,
+                                                            int32_t c0, int32_t c1, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(ptx_smem_addr(dst)),
+      "l"(map), "r"(ptx_smem_addr(bar)), "r"(c0), "r"(c1), "l"(policy)
+      : "memory");
+}
+
 /* ---- clusters (2-CTA multicast variants, tile/hopper.cuh "CL") ---- */
 
 /* Rank of this CTA inside its cluster (%cluster_ctarank). */

@@ -307,6 +307,9 @@ struct hop_params {
                                     never written, so no tensormap fence (that fence is only
                                     defined on global memory); 0: pointers to global memory
                                     the host wrote */
+  int32_t l2_hints;              /* TMA load L2 policies (1-CTA configurations): 0 none;
+                                    1 B (weights, reused by every m-block) evict_last;
+                                    2 that and A evict_first (docs/tile.md "v7") */
   const CUtensorMap *c_maps;     /* HOP_EPI_TMA configurations: C maps in global memory (16-bit
                                     elements, box 64 columns x 16 rows, 128-byte swizzle), one per
                                     group over its [rows x n_out] (host groups) or one over the
@@ -689,6 +692,7 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
    * counter (acquired by thread 0 in hop_dg_build, then __syncthreads):
    * order this thread's TMA (async proxy) reads after it */
   if (sm.dg) ptx_fence_proxy_async_global();
+  const uint64_t pol_last = ptx_policy_evict_last(), pol_first = ptx_policy_evict_first();
   while (hop_sched_next<CFG, CH>(&sc, p, &t)) {
     const CUtensorMap *ma = &p.a, *mb = &p.b;
     if (p.group_maps) {
@@ -747,13 +751,19 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
          * stage's k-blocks are issued back to back, so each B row is asked
          * for KSUB * 128 contiguous bytes at once. */
 #pragma unroll
-        for (int sub = 0; sub < CFG::KSUB; sub++)
-          ptx_tma_load_2d(sm.a + stage * CFG::a_stage_bytes + sub * CFG::a_blk_bytes, ma, &sm.full[stage],
-                          (kb * CFG::KSUB + sub) * CFG::BK, t.row_base + t.m_blk * CFG::BM);
+        for (int sub = 0; sub < CFG::KSUB; sub++) {
+          uint8_t *dst = sm.a + stage * CFG::a_stage_bytes + sub * CFG::a_blk_bytes;
+          const int32_t c0 = (kb * CFG::KSUB + sub) * CFG::BK, c1 = t.row_base + t.m_blk * CFG::BM;
+          if (p.l2_hints >= 2) ptx_tma_load_2d_hint(dst, ma, &sm.full[stage], c0, c1, pol_first);
+          else ptx_tma_load_2d(dst, ma, &sm.full[stage], c0, c1);
+        }
 #pragma unroll
-        for (int sub = 0; sub < CFG::KSUB; sub++)
-          ptx_tma_load_2d(sm.b + stage * CFG::b_stage_bytes + sub * CFG::b_blk_bytes, mb, &sm.full[stage],
-                          (kb * CFG::KSUB + sub) * CFG::BK, t.group * p.b_group_rows + t.n_blk * CFG::BN);
+        for (int sub = 0; sub < CFG::KSUB; sub++) {
+          uint8_t *dst = sm.b + stage * CFG::b_stage_bytes + sub * CFG::b_blk_bytes;
+          const int32_t c0 = (kb * CFG::KSUB + sub) * CFG::BK, c1 = t.group * p.b_group_rows + t.n_blk * CFG::BN;
+          if (p.l2_hints >= 1) ptx_tma_load_2d_hint(dst, mb, &sm.full[stage], c0, c1, pol_last);
+          else ptx_tma_load_2d(dst, mb, &sm.full[stage], c0, c1);
+        }
       } else {
         ptx_mbar_arrive(&sm.full[stage]);
       }

@@ -104,6 +104,8 @@ struct hop_problem {
                           caller's promise), so the epilogue may store 16 bytes
                           per lane; 0: 4/8-byte stores wherever row_ptr is used.
                           For C the plan checks the base and ldc itself. */
+  int l2_hints;       /* hop_params.l2_hints: L2 eviction policies of the TMA loads
+                         (0 none, 1 weights evict_last, 2 and A evict_first) */
   int no_pdl;         /* 0: launches use programmatic dependent launch (the
                          grid may be scheduled while the previous kernel of the
                          stream finishes; it waits for that kernel's completion
@@ -238,6 +240,7 @@ static int hop_rows_align16(const hop_problem *pr, const void *c, const void *co
 /* Fields of hop_params both modes set the same way. */
 template <class CFG> static void hop_params_common(hop_params *p, const hop_problem *pr) {
   p->num_groups = pr->num_groups;
+  p->l2_hints = pr->l2_hints;
   p->nkb = (pr->k + CFG::BKS - 1) / CFG::BKS; /* stages of K */
   p->n_tiles = (pr->n + CFG::BN - 1) / CFG::BN;
   p->raster_m = pr->raster_m > 0 ? pr->raster_m : 16;
