@@ -692,7 +692,6 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
    * counter (acquired by thread 0 in hop_dg_build, then __syncthreads):
    * order this thread's TMA (async proxy) reads after it */
   if (sm.dg) ptx_fence_proxy_async_global();
-  const uint64_t pol_last = ptx_policy_evict_last(), pol_first = ptx_policy_evict_first();
   while (hop_sched_next<CFG, CH>(&sc, p, &t)) {
     const CUtensorMap *ma = &p.a, *mb = &p.b;
     if (p.group_maps) {
@@ -754,14 +753,17 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
         for (int sub = 0; sub < CFG::KSUB; sub++) {
           uint8_t *dst = sm.a + stage * CFG::a_stage_bytes + sub * CFG::a_blk_bytes;
           const int32_t c0 = (kb * CFG::KSUB + sub) * CFG::BK, c1 = t.row_base + t.m_blk * CFG::BM;
-          if (p.l2_hints >= 2) ptx_tma_load_2d_hint(dst, ma, &sm.full[stage], c0, c1, pol_first);
+          /* the policy is made where it is used: held across the loop, the
+           * two 64-bit policies spilled the 40-register producer of some
+           * collective-GEMM kernels */
+          if (p.l2_hints >= 2) ptx_tma_load_2d_hint(dst, ma, &sm.full[stage], c0, c1, ptx_policy_evict_first());
           else ptx_tma_load_2d(dst, ma, &sm.full[stage], c0, c1);
         }
 #pragma unroll
         for (int sub = 0; sub < CFG::KSUB; sub++) {
           uint8_t *dst = sm.b + stage * CFG::b_stage_bytes + sub * CFG::b_blk_bytes;
           const int32_t c0 = (kb * CFG::KSUB + sub) * CFG::BK, c1 = t.group * p.b_group_rows + t.n_blk * CFG::BN;
-          if (p.l2_hints >= 1) ptx_tma_load_2d_hint(dst, mb, &sm.full[stage], c0, c1, pol_last);
+          if (p.l2_hints >= 1) ptx_tma_load_2d_hint(dst, mb, &sm.full[stage], c0, c1, ptx_policy_evict_last());
           else ptx_tma_load_2d(dst, mb, &sm.full[stage], c0, c1);
         }
       } else {
