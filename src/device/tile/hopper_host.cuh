@@ -452,39 +452,34 @@ static cudaError_t hop_launch(const hop_plan *plan, cudaStream_t stream) {
     if (e != cudaSuccess) return e;
     attr_bytes = plan->smem_bytes;
   }
-  if (CFG::CL == 1) {
-    if (!plan->pdl) {
-      hop_gemm_kernel<CFG, ACT, OUT><<<plan->grid, CFG::threads, plan->smem_bytes, stream>>>(plan->params);
-      return cudaGetLastError();
-    }
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.gridDim = dim3(plan->grid, 1, 1);
-    cfg.blockDim = dim3(CFG::threads, 1, 1);
-    cfg.dynamicSmemBytes = plan->smem_bytes;
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, hop_gemm_kernel<CFG, ACT, OUT>, plan->params);
+  if (CFG::CL == 1 && !plan->pdl) {
+    hop_gemm_kernel<CFG, ACT, OUT><<<plan->grid, CFG::threads, plan->smem_bytes, stream>>>(plan->params);
+    return cudaGetLastError();
   }
-  /* clusters of CL CTAs along x (consecutive blockIdx.x): the schedule
-   * strides by gridDim.x / CL, so the grid may shrink to the clusters the
-   * device can hold at once (a GPC with an odd free SM leaves it idle) */
+  /* one attribute: programmatic stream serialization (CL = 1), or the
+   * cluster shape: clusters of CL CTAs along x (consecutive blockIdx.x);
+   * the schedule strides by gridDim.x / CL, so the grid may shrink to the
+   * clusters the device can hold at once (a GPC with an odd free SM leaves
+   * it idle) */
   static int max_clusters = 0, max_smem = 0; /* per instantiation, for the largest smem asked so far */
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = CFG::CL;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
+  if (CFG::CL == 1) {
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+  } else {
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = CFG::CL;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+  }
   cfg.gridDim = dim3(plan->grid, 1, 1);
   cfg.blockDim = dim3(CFG::threads, 1, 1);
   cfg.dynamicSmemBytes = plan->smem_bytes;
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
+  if (CFG::CL == 1) return cudaLaunchKernelEx(&cfg, hop_gemm_kernel<CFG, ACT, OUT>, plan->params);
   if (plan->smem_bytes != max_smem) {
     int n = 0;
     cudaError_t e = cudaOccupancyMaxActiveClusters(&n, hop_gemm_kernel<CFG, ACT, OUT>, &cfg);
