@@ -6,6 +6,9 @@
 //            only waits and frees stages (no math): the engine's producer alone
 //   ldg      256 threads, 16-byte ld.global.nc of the same rows, 8 stages of the
 //            tile's 128 x 128 B in flight per thread group (no shared memory)
+//   tma+A    tma plus, per stage, the small-M engine's A box (64 rows x 128 B of the
+//            block's expert's 64 x 2048 activations, L2-resident after the first
+//            block): a 24 KB stage as in hop_small
 //   contig   256 threads, 16-byte loads of a contiguous 512 KB slab per block
 // Grid: 128 blocks (the small-M task count) or 132 (every SM; tma/ldg take
 // n-tiles 0..127 only, so 132 is just contig over 132 equal slabs).
@@ -22,7 +25,8 @@
 #define STAGES 8
 #define NKB (ROW_BYTES / 128)    /* 32 k-blocks of 128 bytes */
 
-__global__ void __launch_bounds__(128, 1) k_tma(const __grid_constant__ CUtensorMap map, unsigned *sink) {
+__global__ void __launch_bounds__(128, 1) k_tma(const __grid_constant__ CUtensorMap map,
+                                                const __grid_constant__ CUtensorMap amap, int with_a, unsigned *sink) {
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t *ring = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
   __shared__ uint64_t full[STAGES], empty[STAGES];
@@ -39,7 +43,10 @@ __global__ void __launch_bounds__(128, 1) k_tma(const __grid_constant__ CUtensor
     uint32_t stage = 0, phase = 0;
     for (int kb = 0; kb < NKB; kb++) {
       hop_mbar_wait(&empty[stage], phase ^ 1);
-      ptx_mbar_arrive_expect_tx(&full[stage], TILE_ROWS * 128);
+      ptx_mbar_arrive_expect_tx(&full[stage], TILE_ROWS * 128 + (with_a ? 64 * 128 : 0));
+      if (with_a) /* expert e = row0 / 2048: its 64 activation rows */
+        ptx_tma_load_2d(ring + STAGES * TILE_ROWS * 128 + stage * 64 * 128, &amap, &full[stage], kb * 64,
+                        (row0 / 2048) * 64);
       ptx_tma_load_2d(ring + stage * TILE_ROWS * 128, &map, &full[stage], kb * 64, row0);
       if (++stage == STAGES) { stage = 0; phase ^= 1; }
     }
@@ -95,32 +102,41 @@ __global__ void __launch_bounds__(256, 1) k_contig(const uint4 *w, size_t chunks
 
 int main() {
   const size_t bytes = (size_t)ROWS * ROW_BYTES;
-  void *w, *flush;
+  void *w, *flush, *x;
   unsigned *sink;
   cudaMalloc(&w, bytes);
   cudaMalloc(&flush, 128u << 20);
   cudaMalloc(&sink, 4);
   cudaMemset(w, 1, bytes);
+  cudaMalloc(&x, (size_t)8 * 64 * ROW_BYTES); /* 8 experts x 64 rows of activations */
+  cudaMemset(x, 1, (size_t)8 * 64 * ROW_BYTES);
   CUtensorMap map;
   if (hop_make_map(&map, HOP_BF16, w, ROWS, KB, KB, 64, TILE_ROWS) != cudaSuccess) {
     printf("map failed\n");
     return 1;
   }
-  const int smem = STAGES * TILE_ROWS * 128 + 1024;
+  CUtensorMap amap;
+  if (hop_make_map(&amap, HOP_BF16, x, 8 * 64, KB, KB, 64, 64) != cudaSuccess) {
+    printf("map failed\n");
+    return 1;
+  }
+  const int smem = STAGES * (TILE_ROWS + 64) * 128 + 1024;
   cudaFuncSetAttribute(k_tma, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
-  const char *names[] = {"tma 128 blocks", "ldg 128 blocks", "contig 128 blocks", "contig 132 blocks"};
+  const char *names[] = {"tma 128 blocks", "ldg 128 blocks", "contig 128 blocks", "contig 132 blocks",
+                         "tma+A 128 blocks"};
   for (int rep = 0; rep < 2; rep++)
-    for (int m = 0; m < 4; m++) {
+    for (int m = 0; m < 5; m++) {
       const int n = 20;
       for (int it = -1; it < 1; it++) { /* one warm-up round, one timed */
         cudaMemset(flush, it & 0xff, 128u << 20); /* 2.5 x L2 */
         cudaDeviceSynchronize();
         cudaEventRecord(e0);
         for (int r = 0; r < n; r++) {
-          if (m == 0) k_tma<<<128, 128, smem>>>(map, sink);
+          if (m == 0) k_tma<<<128, 128, smem>>>(map, amap, 0, sink);
+          if (m == 4) k_tma<<<128, 128, smem>>>(map, amap, 1, sink);
           if (m == 1) k_ldg<<<128, 256>>>((const uint4 *)w, sink);
           if (m == 2) k_contig<<<128, 256>>>((const uint4 *)w, bytes / 16 / 128, bytes / 16, sink);
           if (m == 3) k_contig<<<132, 256>>>((const uint4 *)w, (bytes / 16 + 131) / 132, bytes / 16, sink);
