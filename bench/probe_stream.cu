@@ -9,6 +9,7 @@
 //   tma+A    tma plus, per stage, the small-M engine's A box (64 rows x 128 B of the
 //            block's expert's 64 x 2048 activations, L2-resident after the first
 //            block): a 24 KB stage as in hop_small
+//            (also with 4, 6, 7 of the 8 stages in use: bytes in flight per SM)
 //   contig   256 threads, 16-byte loads of a contiguous 512 KB slab per block
 // Grid: 128 blocks (the small-M task count) or 132 (every SM; tma/ldg take
 // n-tiles 0..127 only, so 132 is just contig over 132 equal slabs).
@@ -26,7 +27,8 @@
 #define NKB (ROW_BYTES / 128)    /* 32 k-blocks of 128 bytes */
 
 __global__ void __launch_bounds__(128, 1) k_tma(const __grid_constant__ CUtensorMap map,
-                                                const __grid_constant__ CUtensorMap amap, int with_a, unsigned *sink) {
+                                                const __grid_constant__ CUtensorMap amap, int with_a, int nst,
+                                                unsigned *sink) {
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t *ring = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
   __shared__ uint64_t full[STAGES], empty[STAGES];
@@ -48,7 +50,7 @@ __global__ void __launch_bounds__(128, 1) k_tma(const __grid_constant__ CUtensor
         ptx_tma_load_2d(ring + STAGES * TILE_ROWS * 128 + stage * 64 * 128, &amap, &full[stage], kb * 64,
                         (row0 / 2048) * 64);
       ptx_tma_load_2d(ring + stage * TILE_ROWS * 128, &map, &full[stage], kb * 64, row0);
-      if (++stage == STAGES) { stage = 0; phase ^= 1; }
+      if (++stage == (uint32_t)nst) { stage = 0; phase ^= 1; }
     }
   } else if (threadIdx.x == 32) { /* consumer: wait, touch one word, free */
     uint32_t stage = 0, phase = 0, acc = 0;
@@ -56,7 +58,7 @@ __global__ void __launch_bounds__(128, 1) k_tma(const __grid_constant__ CUtensor
       hop_mbar_wait(&full[stage], phase);
       acc += *(volatile uint32_t *)(ring + stage * TILE_ROWS * 128);
       ptx_mbar_arrive(&empty[stage]);
-      if (++stage == STAGES) { stage = 0; phase ^= 1; }
+      if (++stage == (uint32_t)nst) { stage = 0; phase ^= 1; }
     }
     if (acc == 0x12345678u) *sink = acc;
   }
@@ -126,17 +128,18 @@ int main() {
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
   const char *names[] = {"tma 128 blocks", "ldg 128 blocks", "contig 128 blocks", "contig 132 blocks",
-                         "tma+A 128 blocks"};
+                         "tma+A 128 blocks", "tma+A, 4 stages", "tma+A, 6 stages", "tma+A, 7 stages"};
   for (int rep = 0; rep < 2; rep++)
-    for (int m = 0; m < 5; m++) {
+    for (int m = 0; m < 8; m++) {
       const int n = 20;
       for (int it = -1; it < 1; it++) { /* one warm-up round, one timed */
         cudaMemset(flush, it & 0xff, 128u << 20); /* 2.5 x L2 */
         cudaDeviceSynchronize();
         cudaEventRecord(e0);
         for (int r = 0; r < n; r++) {
-          if (m == 0) k_tma<<<128, 128, smem>>>(map, amap, 0, sink);
-          if (m == 4) k_tma<<<128, 128, smem>>>(map, amap, 1, sink);
+          if (m == 0) k_tma<<<128, 128, smem>>>(map, amap, 0, STAGES, sink);
+          if (m == 4) k_tma<<<128, 128, smem>>>(map, amap, 1, STAGES, sink);
+          if (m >= 5) k_tma<<<128, 128, smem>>>(map, amap, 1, m == 5 ? 4 : m == 6 ? 6 : 7, sink);
           if (m == 1) k_ldg<<<128, 256>>>((const uint4 *)w, sink);
           if (m == 2) k_contig<<<128, 256>>>((const uint4 *)w, bytes / 16 / 128, bytes / 16, sink);
           if (m == 3) k_contig<<<132, 256>>>((const uint4 *)w, (bytes / 16 + 131) / 132, bytes / 16, sink);
