@@ -94,15 +94,32 @@ static __device__ __forceinline__ void hop_quad_store(T *row, int col, bool ok, 
   if (ok) *(uint4 *)(row + col) = v;
 }
 
-/* Value e (0/1) of the column pair in output chunk o, row half h, of a
- * fragment: the activation applied, times the row scale. SwiGLU's gate and
- * up chunks of output chunk o are o_gate and o_gate + up_delta. */
+/* Value e (0/1) of the column pair in accumulator chunk `chunk`, row half
+ * h, of a fragment, the element-wise activation applied; SwiGLU's from its
+ * gate and up chunks. */
 template <int ACT>
 static __device__ __forceinline__ float hop_out_val(const float *acc, int chunk, int h, int e) {
   return hop_act<ACT>(acc[4 * chunk + 2 * h + e]);
 }
 static __device__ __forceinline__ float hop_swiglu_val(const float *acc, int gate, int up, int h, int e) {
   return hop_silu(acc[4 * gate + 2 * h + e]) * acc[4 * up + 2 * h + e];
+}
+
+/* The same for output chunk o (8 output columns) of the slab: accumulator
+ * chunk o, or under SwiGLU gate chunk (o / 4) * 8 + o % 4 (the first four of
+ * every eight accumulator chunks are gate columns) and its up chunk 4 later.
+ * A slab of NACC accumulators has NACC / 4 output chunks, NACC / 8 under
+ * SwiGLU, starting at output column hop_out_col(slab's first B row). */
+template <int ACT>
+static __device__ __forceinline__ float hop_chunk_val(const float *acc, int o, int h, int e) {
+  if (ACT == HOP_ACT_SWIGLU) {
+    const int g = (o >> 2) * 8 + (o & 3);
+    return hop_swiglu_val(acc, g, g + 4, h, e);
+  }
+  return hop_out_val<ACT>(acc, o, h, e);
+}
+template <int ACT> static __device__ __forceinline__ int hop_out_col(int b_row) {
+  return ACT == HOP_ACT_SWIGLU ? b_row / 2 : b_row; /* b_row: a multiple of 64 under SwiGLU */
 }
 
 /* The task's group fields the epilogue needs. The cooperative consumers
@@ -145,7 +162,8 @@ static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_
   if constexpr (OUT != HOP_OUT_FP32) if (p.store16) {
     static_assert(NACC % 16 == 0, "quads of four 8-column chunks");
     const int q = lane & 3;
-    const int cbase = t.n_blk * CFG::BN + col_off; /* first B row (pre-activation column) of the slab */
+    constexpr int NOUT = ACT == HOP_ACT_SWIGLU ? NACC / 8 : NACC / 4; /* output chunks of the slab */
+    const int ocol0 = hop_out_col<ACT>(t.n_blk * CFG::BN + col_off);
 #pragma unroll
     for (int h = 0; h < 2; h++) {
       const int row = row0 + 8 * h;
@@ -153,25 +171,14 @@ static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_
       const int brow = t.row_base + row;
       const float scale = live && row_scale ? row_scale[brow] : 1.f;
       T *const dst = !live ? NULL : row_ptr ? (T *)row_ptr[brow] : c + (size_t)brow * p.ldc;
-      if (ACT == HOP_ACT_SWIGLU) {
-        /* 8 accumulator chunks = 4 gate + 4 up chunks -> 4 output chunks */
+      /* four output chunks a quad: lane q stores chunk 4a + q */
 #pragma unroll
-        for (int b = 0; b < NACC / 32; b++) {
-          float x[8];
+      for (int a = 0; a < NOUT / 4; a++) {
+        float x[8];
 #pragma unroll
-          for (int k = 0; k < 8; k++) x[k] = hop_swiglu_val(acc, 8 * b + k / 2, 8 * b + k / 2 + 4, h, k % 2) * scale;
-          const int gcol = cbase + 64 * b + 8 * q; /* gate column of this lane's output chunk */
-          hop_quad_store(dst, (gcol >> 6) * HOP_SWIGLU_BLOCK + (gcol & 63), live && gcol < p.n, x);
-        }
-      } else {
-#pragma unroll
-        for (int a = 0; a < NACC / 16; a++) {
-          float x[8];
-#pragma unroll
-          for (int k = 0; k < 8; k++) x[k] = hop_out_val<ACT>(acc, 4 * a + k / 2, h, k % 2) * scale;
-          const int col = cbase + 32 * a + 8 * q;
-          hop_quad_store(dst, col, live && col < p.n, x);
-        }
+        for (int k = 0; k < 8; k++) x[k] = hop_chunk_val<ACT>(acc, 4 * a + k / 2, h, k % 2) * scale;
+        const int col = ocol0 + 32 * a + 8 * q;
+        hop_quad_store(dst, col, live && col < p.n_out, x);
       }
     }
     return;
@@ -233,12 +240,11 @@ static __device__ __forceinline__ void hop_epilogue_tma(const float *acc, const 
                                                         const hop_gptrs &gp, uint8_t *stg, int row_off,
                                                         int col_off, int &cmap_fenced) {
   typedef typename hop_out_type<OUT>::T T;
-  constexpr bool glu = ACT == HOP_ACT_SWIGLU;
-  constexpr int NB = (glu ? NACC / 8 : NACC / 4) / 8; /* 64-column output blocks of the slab */
+  constexpr int NB = (ACT == HOP_ACT_SWIGLU ? NACC / 8 : NACC / 4) / 8; /* 64-column output blocks */
   static_assert(NB % 2 == 0, "blocks alternate the two staging halves within a task");
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
   const int wrow = t.m_blk * CFG::BM + row_off + warp * 16; /* group row of the warp's first row */
-  const int ocol0 = glu ? (t.n_blk * CFG::BN + col_off) / 2 : t.n_blk * CFG::BN + col_off;
+  const int ocol0 = hop_out_col<ACT>(t.n_blk * CFG::BN + col_off);
   const CUtensorMap *map = p.c_maps + t.desc;
   if (lane == 0 && cmap_fenced != t.desc) {
     ptx_fence_tensormap_acquire(map);
@@ -265,16 +271,8 @@ static __device__ __forceinline__ void hop_epilogue_tma(const float *acc, const 
 #pragma unroll
       for (int m = 0; m < 4; m++) {
         const int o = 8 * b + j + (m >> 1), h = m & 1; /* output chunk, row half */
-        float x, y;
-        if (glu) {
-          const int g = (o >> 2) * 8 + (o & 3); /* gate fragment chunk; up is g + 4 */
-          x = hop_swiglu_val(acc, g, g + 4, h, 0);
-          y = hop_swiglu_val(acc, g, g + 4, h, 1);
-        } else {
-          x = hop_out_val<ACT>(acc, o, h, 0);
-          y = hop_out_val<ACT>(acc, o, h, 1);
-        }
-        r[m] = hop_pack2((T *)0, x * scale[h], y * scale[h]);
+        r[m] = hop_pack2((T *)0, hop_chunk_val<ACT>(acc, o, h, 0) * scale[h],
+                         hop_chunk_val<ACT>(acc, o, h, 1) * scale[h]);
       }
       const int cc = j + (mat >> 1); /* chunk of this lane's row inside the block */
       ptx_stmatrix_x4(half + (uint32_t)((cc ^ r8) << 4), r[0], r[1], r[2], r[3]);

@@ -206,10 +206,10 @@ static void hop_plan_destroy(hop_plan *plan) {
   if (plan->d_groups) cudaFree(plan->d_groups);
   if (plan->d_maps) cudaFree(plan->d_maps);
   if (plan->d_cmaps) cudaFree(plan->d_cmaps);
-  plan->d_cmaps = NULL;
   if (plan->d_split) cudaFree(plan->d_split);
   plan->d_groups = NULL;
   plan->d_maps = NULL;
+  plan->d_cmaps = NULL;
   plan->d_split = NULL;
 }
 
