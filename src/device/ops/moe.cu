@@ -1346,6 +1346,38 @@ struct moe_sig {
 /* bytes after the engine's task words (hop_cfg::dg_offset + 4 * STAGES,
  * 8-aligned): full[MOE_SIG], free[MOE_SIG], ticket[MOE_SIG] */
 #define MOE_SIG_BYTES (MOE_SIG * (8 + 8 + 4))
+/* Task records: the producer decodes each task once (moe_decode) and
+ * leaves its fields in slot m % (STAGES + 1) of a ring after the signal
+ * ring (m: the task's place in this block's sequence, the same count on
+ * both sides); the consumers read them there, before the mainloop what it
+ * needs and after it what the epilogue needs, so no decoded field lives in
+ * registers across the mainloop (where 128 accumulators leave few) and the
+ * consumers run no decode. STAGES + 1 slots suffice: the producer starts
+ * task m + STAGES + 1 only when stages of task m + 1 have been released,
+ * i.e. after the consumers' epilogue of task m. */
+#define MOE_REC_WORDS 8 /* gemm, s, le, tl, rows, nb, dep, row0 */
+static __device__ __forceinline__ void moe_rec_put(volatile int32_t *r, const moe_task &t) {
+  r[0] = t.gemm;
+  r[1] = t.s;
+  r[2] = t.le;
+  r[3] = t.tl;
+  r[4] = t.rows;
+  r[5] = t.nb;
+  r[6] = t.dep;
+  r[7] = (int32_t)t.row0; /* < DR rows (int) */
+}
+static __device__ __forceinline__ moe_task moe_rec_get(const volatile int32_t *r) {
+  moe_task t;
+  t.gemm = r[0];
+  t.s = r[1];
+  t.le = r[2];
+  t.tl = r[3];
+  t.rows = r[4];
+  t.nb = r[5];
+  t.dep = r[6];
+  t.row0 = (size_t)r[7];
+  return t;
+}
 
 /* Tensor maps of the phase (kernel parameter, __grid_constant__): A of
  * GEMM0 over the dispatch region [DR x H], B of GEMM0 over w1 [El * F1 x H],
@@ -1361,9 +1393,10 @@ struct moe_maps {
 template <class CFG>
 static __device__ int moe_hop_producer(const loom_dev_comm &c, const loom_moe_params &p,
                                        const moe_shared &sh, const hop_smem &sm,
-                                       volatile int32_t *task_of, const moe_maps &maps, uint64_t epoch,
-                                       int n0, int total, int nF, int nH, loom_wait_fail *fail) {
+                                       volatile int32_t *task_of, volatile int32_t *rec, const moe_maps &maps,
+                                       uint64_t epoch, int n0, int total, int nF, int nH, loom_wait_fail *fail) {
   uint32_t stage = 0, phase = 0;
+  int m = 0; /* tasks started (the record ring's sequence) */
   const int hc = p.gated ? CFG::BN / 2 : CFG::BN; /* h columns of a GEMM0 task */
   const int f1 = p.gated ? 2 * p.F : p.F;
   for (;;) {
@@ -1384,6 +1417,7 @@ static __device__ int moe_hop_producer(const loom_dev_comm &c, const loom_moe_pa
       return !ok;
     }
     task_of[stage] = ticket;
+    moe_rec_put(rec + (m++ % (CFG::STAGES + 1)) * MOE_REC_WORDS, t);
     sm.flag[stage] = 0u;
     const CUtensorMap *ma = t.gemm ? &maps.a1 : &maps.a0, *mb = t.gemm ? &maps.b1 : &maps.b0;
     const int nkb = (t.gemm ? p.F : p.H) / CFG::BK;
@@ -1522,8 +1556,8 @@ static __device__ void moe_hop_signaler(const loom_dev_comm &c, const loom_moe_p
 template <class CFG, int DT>
 static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_params &p,
                                         const loom_moe_call &call, moe_shared &sh, const hop_smem &sm,
-                                        volatile int32_t *task_of, const moe_sig &sg, uint64_t epoch, int n0,
-                                        int nF, int nH, int wg) {
+                                        volatile int32_t *task_of, const volatile int32_t *rec,
+                                        const moe_sig &sg, uint64_t epoch, int wg) {
   typedef typename elem<DT>::T T;
   const int hc = p.gated ? CFG::BN / 2 : CFG::BN;
   const uint64_t da0 = hop_desc(sm.a + wg * 64 * 128), db0 = hop_desc(sm.b);
@@ -1538,15 +1572,19 @@ static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_p
       moe_sig_post(sg, n, -1);
       return;
     }
-    const moe_task t = moe_decode(c, p, sh, ticket, n0, nF, nH);
-    tr_open(call, sh, TR_WORK, t.gemm ? LOOM_MOE_TRACE_GEMM1 : LOOM_MOE_TRACE_GEMM0, t.s, t.le, t.tl, t.nb);
+    const volatile int32_t *r = rec + (n % (CFG::STAGES + 1)) * MOE_REC_WORDS;
+    {
+      const moe_task t0 = moe_rec_get(r);
+      tr_open(call, sh, TR_WORK, t0.gemm ? LOOM_MOE_TRACE_GEMM1 : LOOM_MOE_TRACE_GEMM0, t0.s, t0.le, t0.tl, t0.nb);
+    }
     hop_task ht;
     ht.kb0 = 0;
-    ht.kb1 = (t.gemm ? p.F : p.H) / CFG::BK;
+    ht.kb1 = (r[0] ? p.F : p.H) / CFG::BK;
     /* a tile of <= 64 rows (an expert's last, and every tile at decode):
      * WG 1 has no live row, WG 0 runs it alone (half the tensor-core work) */
-    const int idle = wg == 1 && t.rows <= 64;
+    const int idle = wg == 1 && r[4] <= 64;
     hop_mainloop_w1<CFG>(acc, sm, da0, db0, ht, stage, phase, HOP_BAR_ORDER, 0, idle);
+    const moe_task t = moe_rec_get(r); /* the epilogue's fields, read after the mainloop */
     if (idle) {
       /* nothing to store: every row of this WG is past the tile's end */
     } else if (t.gemm == 0) {
@@ -1591,6 +1629,7 @@ static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_p
   sg.full = (uint64_t *)(base + CFG::dg_offset + 4 * CFG::STAGES);
   sg.free = sg.full + MOE_SIG;
   sg.ticket = (volatile int32_t *)(sg.free + MOE_SIG);
+  volatile int32_t *rec = sg.ticket + MOE_SIG;
   if (threadIdx.x == 0) {
     hop_ring_init<CFG>(sm);
     for (int i = 0; i < MOE_SIG; i++) {
@@ -1612,7 +1651,7 @@ static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_p
     loom_wait_fail fail;
     ptx_setmaxnreg_dec<CFG::producer_regs>();
     if ((threadIdx.x & 127) == 0)
-      failed = moe_hop_producer<CFG>(c, p, sh, sm, task_of, maps, epoch, n0, total, nF, nH, &fail);
+      failed = moe_hop_producer<CFG>(c, p, sh, sm, task_of, rec, maps, epoch, n0, total, nF, nH, &fail);
     else if ((threadIdx.x & 127) == 32)
       moe_hop_signaler(c, p, sh, sg, epoch, n0, nF, nH);
     else if ((threadIdx.x & 127) >= 64)
@@ -1623,7 +1662,7 @@ static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_p
     if (failed) loom_wait_settle(c, fail); /* out of line: only at the full budget */
   } else {
     ptx_setmaxnreg_inc<CFG::consumer_regs>();
-    moe_hop_consumer<CFG, DT>(c, p, call, sh, sm, task_of, sg, epoch, n0, nF, nH, wg);
+    moe_hop_consumer<CFG, DT>(c, p, call, sh, sm, task_of, rec, sg, epoch, wg);
     ptx_setmaxnreg_dec<CFG::entry_regs>();
   }
   /* every stage this block filled has been consumed: the memory is free */
@@ -1860,7 +1899,8 @@ static cudaError_t plan_parts(const loom_dev_comm *c, loom_moe_params *p, loom_m
   cudaError_t e;
   if constexpr (HOP) {
     typedef typename moe_hop<MATH>::cfg CFG;
-    smem = 1024 + CFG::dg_offset + 4 * CFG::STAGES + MOE_SIG_BYTES; /* alignment slack, ring, task
+    smem = 1024 + CFG::dg_offset + 4 * CFG::STAGES + MOE_SIG_BYTES +
+           4 * MOE_REC_WORDS * (CFG::STAGES + 1); /* alignment slack, ring, task
                                                                         words, signal ring */
     if ((e = make_maps(p, CFG::dtype, &pl->maps)) != cudaSuccess) return e;
   }
