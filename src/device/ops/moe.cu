@@ -1355,27 +1355,30 @@ struct moe_sig {
  * consumers run no decode. STAGES + 1 slots suffice: the producer starts
  * task m + STAGES + 1 only when stages of task m + 1 have been released,
  * i.e. after the consumers' epilogue of task m. */
-#define MOE_REC_WORDS 8 /* gemm, s, le, tl, rows, nb, dep, row0 */
+enum { /* a record's words */
+  MOE_REC_GEMM, MOE_REC_S, MOE_REC_LE, MOE_REC_TL, MOE_REC_ROWS, MOE_REC_NB, MOE_REC_DEP, MOE_REC_ROW0,
+  MOE_REC_WORDS
+};
 static __device__ __forceinline__ void moe_rec_put(volatile int32_t *r, const moe_task &t) {
-  r[0] = t.gemm;
-  r[1] = t.s;
-  r[2] = t.le;
-  r[3] = t.tl;
-  r[4] = t.rows;
-  r[5] = t.nb;
-  r[6] = t.dep;
-  r[7] = (int32_t)t.row0; /* < DR rows (int) */
+  r[MOE_REC_GEMM] = t.gemm;
+  r[MOE_REC_S] = t.s;
+  r[MOE_REC_LE] = t.le;
+  r[MOE_REC_TL] = t.tl;
+  r[MOE_REC_ROWS] = t.rows;
+  r[MOE_REC_NB] = t.nb;
+  r[MOE_REC_DEP] = t.dep;
+  r[MOE_REC_ROW0] = (int32_t)t.row0; /* < DR rows (int) */
 }
 static __device__ __forceinline__ moe_task moe_rec_get(const volatile int32_t *r) {
   moe_task t;
-  t.gemm = r[0];
-  t.s = r[1];
-  t.le = r[2];
-  t.tl = r[3];
-  t.rows = r[4];
-  t.nb = r[5];
-  t.dep = r[6];
-  t.row0 = (size_t)r[7];
+  t.gemm = r[MOE_REC_GEMM];
+  t.s = r[MOE_REC_S];
+  t.le = r[MOE_REC_LE];
+  t.tl = r[MOE_REC_TL];
+  t.rows = r[MOE_REC_ROWS];
+  t.nb = r[MOE_REC_NB];
+  t.dep = r[MOE_REC_DEP];
+  t.row0 = (size_t)r[MOE_REC_ROW0];
   return t;
 }
 
@@ -1579,10 +1582,10 @@ static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_p
     }
     hop_task ht;
     ht.kb0 = 0;
-    ht.kb1 = (r[0] ? p.F : p.H) / CFG::BK;
+    ht.kb1 = (r[MOE_REC_GEMM] ? p.F : p.H) / CFG::BK;
     /* a tile of <= 64 rows (an expert's last, and every tile at decode):
      * WG 1 has no live row, WG 0 runs it alone (half the tensor-core work) */
-    const int idle = wg == 1 && r[4] <= 64;
+    const int idle = wg == 1 && r[MOE_REC_ROWS] <= 64;
     hop_mainloop_w1<CFG>(acc, sm, da0, db0, ht, stage, phase, HOP_BAR_ORDER, 0, idle);
     const moe_task t = moe_rec_get(r); /* the epilogue's fields, read after the mainloop */
     if (idle) {
@@ -1899,9 +1902,8 @@ static cudaError_t plan_parts(const loom_dev_comm *c, loom_moe_params *p, loom_m
   cudaError_t e;
   if constexpr (HOP) {
     typedef typename moe_hop<MATH>::cfg CFG;
-    smem = 1024 + CFG::dg_offset + 4 * CFG::STAGES + MOE_SIG_BYTES +
-           4 * MOE_REC_WORDS * (CFG::STAGES + 1); /* alignment slack, ring, task
-                                                                        words, signal ring */
+    /* alignment slack, ring, task words, signal ring, task records */
+    smem = 1024 + CFG::dg_offset + 4 * CFG::STAGES + MOE_SIG_BYTES + 4 * MOE_REC_WORDS * (CFG::STAGES + 1);
     if ((e = make_maps(p, CFG::dtype, &pl->maps)) != cudaSuccess) return e;
   }
   /* gate: logits of a tile (padded to 16 bytes), then every warp's ring
