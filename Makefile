@@ -79,7 +79,7 @@ BENCH_BIN := $(patsubst bench/%.cu,$(BUILD)/bench/%,$(wildcard bench/*.cu)) \
 CPU_TESTS := $(patsubst tests/cpu/%.c,$(BUILD)/tests/%,$(wildcard tests/cpu/*.c))
 GPU_TESTS := $(patsubst tests/gpu/%.c,$(BUILD)/tests/%,$(wildcard tests/gpu/*.c))
 
-.PHONY: all test gpu-test clean
+.PHONY: all test gpu-test clean sass-check
 all: $(BUILD)/libloom.a $(BUILD)/libloom.so $(BUILD)/loom
 
 $(BUILD)/obj/%.o: %.c $(HEADERS)
@@ -138,7 +138,17 @@ $(BUILD)/bench/gemm: bench/gemm.cu $(HEADERS)
 # fails.
 test: all $(CPU_TESTS) $(GPU_TESTS) $(BENCH_BIN)
 	@bash tests/cpu/run.sh $(CPU_TESTS)
+	@$(MAKE) --no-print-directory sass-check
 	@$(MAKE) --no-print-directory python-test
+
+# No local-memory access inside any wgmma k-block loop of the operators or
+# of the engine's benchmark kernels (bench/sass_kloop.py: a spill reload
+# there runs once per k-block on every task; session 14 measured one such
+# LDL costing the MoE expert GEMMs 2-6%). From the SASS, no GPU; skipped
+# with a message where cuobjdump is not found (.ci/run installs it).
+SASS_CHECK_FILES := $(LIB_CU:%.cu=$(BUILD)/obj/%.o) $(BUILD)/bench/gemm
+sass-check: $(SASS_CHECK_FILES)
+	@python3 bench/sass_kloop.py --all $(SASS_CHECK_FILES); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 3 ]
 
 gpu-test: all $(GPU_TESTS)
 	NCCL_NVLS_ENABLE=0 bash tests/gpu/run.sh $(BUILD)/tests
