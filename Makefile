@@ -143,8 +143,8 @@ test: all $(CPU_TESTS) $(GPU_TESTS) $(BENCH_BIN)
 
 # No local-memory access inside any wgmma k-block loop of the operators or
 # of the engine's benchmark kernels (bench/sass_kloop.py: a spill reload
-# there runs once per k-block on every task; session 14 measured one such
-# LDL costing the MoE expert GEMMs 2-6%). From the SASS, no GPU; skipped
+# there runs once per k-block on every task; in session 14 the builds with
+# one such LDL had the MoE expert GEMMs 2-6% slower). From the SASS, no GPU; skipped
 # with a message where cuobjdump is not found (.ci/run installs it).
 SASS_CHECK_FILES := $(LIB_CU:%.cu=$(BUILD)/obj/%.o) $(BUILD)/bench/gemm
 sass-check: $(SASS_CHECK_FILES)

@@ -5,7 +5,8 @@ it (a backward branch and the address it jumps to: the k-block loop), and
 the LDL / STL inside that loop. A spill reload there runs once per k-block,
 ahead of the wgmma issue, on every task: in session 14 a change to the MoE
 gate alone (not to the GEMM code) put one `LDL` into moe_kernel's consumer
-k-loop and the expert GEMMs got 2-6% slower (bench/RESULTS.md session 14).
+k-loop, and those builds ran the expert GEMMs 2-6% slower (bench/RESULTS.md
+session 14).
 `make test` runs the --all form over the operators' objects (sass-check).
 
 usage: bench/sass_kloop.py OBJECT_OR_BINARY MANGLED_KERNEL_NAME
