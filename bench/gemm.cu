@@ -1120,6 +1120,11 @@ static void usage(void) {
          "(for ncu --profile-from-start off)\n");
 }
 
+/* A two-way option value: 0 for `no`, 1 for `yes`, -1 for anything else. */
+static int opt_choice(const char *v, const char *no, const char *yes) {
+  return !strcmp(v, yes) ? 1 : !strcmp(v, no) ? 0 : -1;
+}
+
 int main(int argc, char **argv) {
   g_opt.dtype = -1;
   g_opt.shape = -1;
@@ -1152,8 +1157,7 @@ int main(int argc, char **argv) {
     }
     else if (!strcmp(s, "--dg-concurrent")) g_opt.dg_same_stream = 0;
     else if (!strcmp(s, "--pdl") && i + 1 < argc) {
-      const char *d = argv[++i];
-      g_opt.no_pdl = !strcmp(d, "off") ? 1 : !strcmp(d, "on") ? 0 : -1;
+      g_opt.no_pdl = opt_choice(argv[++i], "on", "off");
       if (g_opt.no_pdl < 0) {
         usage();
         return 2;
@@ -1174,8 +1178,7 @@ int main(int argc, char **argv) {
       }
     }
     else if (!strcmp(s, "--stores") && i + 1 < argc) {
-      const char *d = argv[++i];
-      g_opt.pair_stores = !strcmp(d, "pairs") ? 1 : !strcmp(d, "v4") ? 0 : -1;
+      g_opt.pair_stores = opt_choice(argv[++i], "v4", "pairs");
       if (g_opt.pair_stores < 0) {
         usage();
         return 2;

@@ -1699,8 +1699,8 @@ static int ceil_div(int64_t a, int64_t b) { return (int)((a + b - 1) / b); }
 /* One rank's trace of a forward with room for everything: the info block,
  * every event inside the kernel's window on a real SM with a known kind,
  * waits at least LOOM_MOE_TRACE_MIN_WAIT_NS, work slices of one SM never
- * overlapping (but for dispatch pieces), and the exact number of work slices of each kind, from the
- * host's routing: gate one per 32-token tile (and pass of 16 experts at
+ * overlapping (but for dispatch pieces), and the exact number of work
+ * slices of each kind, from the host's routing: gate one per 32-token tile (and pass of 16 experts at
  * small T), combine one per 32-token tile and column slice, place one per
  * block, dispatch one per piece of up to 8 rows of a (destination, local
  * expert) sent (pieces may overlap: excluded from the overlap check),
