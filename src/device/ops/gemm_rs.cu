@@ -51,6 +51,8 @@ struct rs_kparams {
   int m, n;         /* all rows (owner o: loom_ar_row0 / loom_ar_rows), columns */
   int bm, bn, raster_m, n_tiles; /* the engine's tile, raster band, n-blocks */
   int slot_tiles;   /* all-reduce: first signal slot of the owners' finished tiles */
+  int slices;       /* side-role work items per tile (rs_slices) */
+  uint32_t *counters; /* all-reduce: [nranks][slots], row rank: slices reduced per own tile */
 };
 static_assert(sizeof(rs_kparams) <= 4096, "kernel parameter: 4 KB");
 static_assert(hop_pp<HOP_BF16>::BM == LOOM_RS_MIN_TILE && hop_pp<HOP_BF16>::BN == LOOM_RS_MIN_TILE &&
@@ -137,6 +139,53 @@ static __device__ __forceinline__ int rs_item(const rs_kparams &p, int item, int
   return (r + i) % R;
 }
 
+/* Vector v of a slice of `vpr` 16-byte vectors per row: its byte offset. */
+static __device__ __forceinline__ size_t rs_vec_off(int v, int vpr, size_t pitch) {
+  const int i = v / vpr;
+  return (size_t)i * pitch + (size_t)(v - i * vpr) * 16;
+}
+
+/* The 96 side threads: nv vectors of a slice, out = act(sum over the R
+ * sources' partials at src + s * stride, in source order, fp32), also into
+ * fin (all-reduce). */
+template <int ACT, class T, bool AR>
+static __device__ __forceinline__ void rs_reduce_rows(char *out, const char *src, size_t stride, int R, char *fin,
+                                                      int nv, int vpr, size_t pitch, unsigned tid) {
+  typedef rs_vec<T> V;
+  for (int v = (int)tid; v < nv; v += RS_THREADS) {
+    const size_t off = rs_vec_off(v, vpr, pitch);
+    float acc[V::n];
+#pragma unroll
+    for (int e = 0; e < V::n; e++) acc[e] = 0.f;
+    for (int s = 0; s < R; s++) /* source order: deterministic */
+      V::add(acc, ptx_ld_cg_v4((const int4 *)(src + (size_t)s * stride + off)));
+#pragma unroll
+    for (int e = 0; e < V::n; e++) acc[e] = hop_act<ACT>(acc[e]);
+    const int4 q = V::pack(acc);
+    *(int4 *)(out + off) = q;
+    if (AR) *(int4 *)(fin + off) = q;
+  }
+}
+
+/* The 96 side threads: nv vectors of a slice from src (a peer's finished
+ * rows, over NVLink) into out, two loads in flight per thread. */
+static __device__ __forceinline__ void rs_copy_rows(char *out, const char *src, int nv, int vpr, size_t pitch,
+                                                    unsigned tid) {
+  for (int v0 = (int)tid; v0 < nv; v0 += 2 * RS_THREADS) {
+    int4 q[2];
+    size_t off[2];
+#pragma unroll
+    for (int u = 0; u < 2; u++) {
+      const int v = v0 + u * RS_THREADS;
+      off[u] = rs_vec_off(v, vpr, pitch);
+      if (v < nv) q[u] = ptx_ld_cg_v4((const int4 *)(src + off[u]));
+    }
+#pragma unroll
+    for (int u = 0; u < 2; u++)
+      if (v0 + u * RS_THREADS < nv) *(int4 *)(out + off[u]) = q[u];
+  }
+}
+
 template <int ACT, class T, bool AR>
 struct rs_side {
   static constexpr bool active = true;
@@ -197,64 +246,53 @@ struct rs_side {
 
   /* Warps 1-3 of the producer warpgroup, 40 registers: the reductions of
    * this rank's tiles and (all-reduce) the copies of the peers' (polls
-   * only; a fault is settled afterwards). Per item, thread 0 decodes and
-   * polls into shared memory, so the vector loops carry little state. */
+   * only; a fault is settled afterwards). A work item is one slice of a
+   * tile (P->slices slices of bm / slices rows, so that small shapes spread
+   * their reductions over every block instead of one block per tile); items
+   * are dealt round-robin over the blocks in the engine's chunk order. Per
+   * item, thread 0 decodes and polls into shared memory, so the vector
+   * loops carry little state. */
   __device__ __forceinline__ void operator()(int w) const {
-    typedef rs_vec<T> V;
     const rs_kparams &p = *P;
-    const int R = p.c.nranks, r = p.c.rank;
+    const int R = p.c.nranks, r = p.c.rank, S = p.slices, sr = p.bm / S;
     const unsigned tid = (unsigned)(w * 32) + (threadIdx.x & 31u);
     int mt_all = 0; /* m-blocks of the items of one chunk column */
     for (int i = 0; i < (AR ? R : 1); i++) mt_all += (rs_rows(p, (r + i) % R) + p.bm - 1) / p.bm;
-    const int total = mt_all * p.n_tiles;
+    const int total = mt_all * p.n_tiles * S;
     const size_t pitch = (size_t)p.n * sizeof(T);
     for (int item = blockIdx.x; item < total; item += gridDim.x) {
-      if (tid == 0) claim(item, mt_all);
+      const int tile = item / S, slice = item - tile * S;
+      if (tid == 0) claim(tile, mt_all);
       ptx_named_bar_sync(RS_BAR_REDUCE, RS_THREADS);
       if (!st->ok) break;
       const int o = st->o, mb = st->mb, nb = st->nb;
-      const int rows = min(p.bm, rs_rows(p, o) - mb * p.bm);
-      const int vpr = min(p.bn, p.n - nb * p.bn) / V::n; /* 16-byte vectors per row (n % 8 == 0) */
-      const int nv = rows * vpr;
-      /* the tile inside an owner's rows, and where it goes in C */
-      const size_t tile_off = (size_t)mb * p.bm * pitch + (size_t)nb * p.bn * sizeof(T);
-      char *const out = p.out + (AR ? (size_t)loom_ar_row0(p.m, R, o) * pitch : 0) + tile_off;
+      const int row0 = mb * p.bm + slice * sr; /* the slice's first row in o's rows */
+      const int rows = max(0, min(sr, rs_rows(p, o) - row0));
+      const int vpr = min(p.bn, p.n - nb * p.bn) / rs_vec<T>::n; /* 16-byte vectors per row (n % 8 == 0) */
+      /* the slice inside an owner's rows, and where it goes in C */
+      const size_t off = (size_t)row0 * pitch + (size_t)nb * p.bn * sizeof(T);
+      char *const out = p.out + (AR ? (size_t)loom_ar_row0(p.m, R, o) * pitch : 0) + off;
       if (o == r) {
-        const char *const src = loom_local_ptr(p.c, p.c.data_offset) + tile_off;
-        char *const fin = AR ? (char *)p.final_[r] + tile_off : NULL;
-        for (int v = (int)tid; v < nv; v += RS_THREADS) {
-          const int i = v / vpr;
-          const size_t off = (size_t)i * pitch + (size_t)(v - i * vpr) * 16;
-          float acc[V::n];
-#pragma unroll
-          for (int e = 0; e < V::n; e++) acc[e] = 0.f;
-          for (int s = 0; s < R; s++) /* source order: deterministic */
-            V::add(acc, ptx_ld_cg_v4((const int4 *)(src + (size_t)s * p.stride + off)));
-#pragma unroll
-          for (int e = 0; e < V::n; e++) acc[e] = hop_act<ACT>(acc[e]);
-          const int4 q = V::pack(acc);
-          *(int4 *)(out + off) = q;
-          if (AR) *(int4 *)(fin + off) = q;
-        }
-        if (AR) {
+        rs_reduce_rows<ACT, T, AR>(out, loom_local_ptr(p.c, p.c.data_offset) + off, p.stride, R,
+                                   AR ? (char *)p.final_[r] + off : NULL, rows * vpr, vpr, pitch, tid);
+        if (AR) { /* the tile's last slice tells every peer */
           ptx_named_bar_sync(RS_BAR_REDUCE, RS_THREADS);
-          if (tid == 0) publish(mb * p.n_tiles + nb);
-        }
-      } else if (AR) { /* a peer's finished tile: its rows over NVLink into C */
-        const char *const src = p.final_[o] + tile_off;
-        for (int v0 = (int)tid; v0 < nv; v0 += 2 * RS_THREADS) {
-          int4 q[2]; /* two loads in flight per thread before the stores */
-          size_t off[2];
-#pragma unroll
-          for (int u = 0; u < 2; u++) {
-            const int v = v0 + u * RS_THREADS, i = v / vpr;
-            off[u] = (size_t)i * pitch + (size_t)(v - i * vpr) * 16;
-            if (v < nv) q[u] = ptx_ld_cg_v4((const int4 *)(src + off[u]));
+          if (tid == 0) {
+            const int slot = mb * p.n_tiles + nb;
+            uint32_t *ctr = p.counters + (size_t)r * p.c.slots + slot;
+            if (S == 1) {
+              publish(slot);
+            } else {
+              __threadfence_system(); /* the slice's stores (all 96 threads, ordered by the barrier) */
+              if (ptx_atom_add_acq_rel_gpu_u32(ctr, 1u) + 1u == (uint32_t)S) {
+                ptx_st_relaxed_gpu_u32(ctr, 0u); /* every slice counted: zero for the next call */
+                publish(slot);
+              }
+            }
           }
-#pragma unroll
-          for (int u = 0; u < 2; u++)
-            if (v0 + u * RS_THREADS < nv) *(int4 *)(out + off[u]) = q[u];
         }
+      } else if (AR) { /* a peer's finished tile: the slice's rows over NVLink into C */
+        rs_copy_rows(out, p.final_[o] + off, rows * vpr, vpr, pitch, tid);
       }
       ptx_named_bar_sync(RS_BAR_REDUCE, RS_THREADS); /* st read by all before the next claim */
     }
@@ -348,6 +386,26 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
 
 /* ---- host ------------------------------------------------------------------ */
 
+/* Side-role work items per tile for `tiles` reduction (and gather) tiles on
+ * `sms` blocks: a power of two, slices of at least RS_MIN_SLICE_ROWS rows,
+ * doubled while the items still fit in one per block. Where there are fewer
+ * tiles than blocks (M = 4096, N = 256 on 2 GPUs: 32 own tiles for 132
+ * blocks), one item per tile left most blocks out of the reductions, which
+ * ran after the GEMM on a few blocks' 96 threads (2x H200: 45.2 -> 37.4 us
+ * with 8 slices). More items than blocks only add per-item polls and
+ * barriers (M = 8192: 97.5 -> 106.2 us with 4 slices on 128 tiles).
+ * LOOM_RS_SLICES=n forces n (rounded down to a power of two within those
+ * bounds; tests, diagnostics). */
+#define RS_MIN_SLICE_ROWS 16
+static int rs_slices(int64_t tiles, int sms, int bm) {
+  int s = 1;
+  while (s * 2 <= bm / RS_MIN_SLICE_ROWS && tiles * s * 2 <= (int64_t)sms) s *= 2;
+  const char *force = getenv("LOOM_RS_SLICES");
+  if (force && atoi(force) >= 1)
+    for (s = 1; s * 2 <= atoi(force) && s * 2 <= bm / RS_MIN_SLICE_ROWS;) s *= 2;
+  return s;
+}
+
 /* Column chunks (see RS_MAX_CHUNKS) for n_tiles n-blocks and mt_all
  * m-blocks over the owners: n-blocks per chunk. */
 static int rs_n_chunk(int n_tiles, int mt_all, int sms) {
@@ -413,6 +471,9 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   kp.raster_m = kp.hp.raster_m;
   kp.n_tiles = n_tiles;
   kp.slot_tiles = (int)(loom_rs_slots(mo_max, a->n) - 2);
+  /* the side role's tiles: this rank's (reduce-scatter), every owner's (all-reduce) */
+  kp.slices = rs_slices(AR ? tile_begin : (int64_t)(mo_max + CFG::BM - 1) / CFG::BM * n_tiles, c->sms, CFG::BM);
+  kp.counters = a->counters;
   return coll_launch<CFG>(rs_gemm_kernel<CFG, ACT, OUT, AR>, kp, c, stream);
 }
 
