@@ -15,6 +15,10 @@
 #                   per GPU, --ffn = N x M / 16; reduce-scatter and
 #                   all-reduce: M rows, K split)
 #   llama-*-fp32    the Llama points on TF32
+#   floor-ag, floor-rs, floor-ar  a tiny shape (256 rows in all, hidden 128,
+#                   ffn 256): what every call pays regardless of size (launch,
+#                   credit waits, flag polls, handshakes; session 15 put the
+#                   M = 4096 mKernel points' gap to the baseline there)
 # M in {4096, 16384} for the Llama points (issue 12).
 # Usage: bench/collective_grid.sh OUTDIR N   (N: GPUs, 1, 2, 4 or 8)
 set -u
@@ -43,5 +47,9 @@ for m in 4096 8192 16384; do
   run gemm-rs "mk-rs-$m" --tokens $m --hidden $((m / 16)) --ffn $m $L
   run gemm-ar "mk-ar-$m" --tokens $m --hidden $((m / 16)) --ffn $m $L
 done
+F="--check-tokens 16 --iters 100 --warmup 10"
+run ag-gemm floor-ag --tokens $((256 / n)) --hidden 128 --ffn 256 $F
+run gemm-rs floor-rs --tokens 256 --hidden 128 --ffn 256 $F
+run gemm-ar floor-ar --tokens 256 --hidden 128 --ffn 256 $F
 echo "collective-grid: $fail failed"
 [ $fail -eq 0 ]
