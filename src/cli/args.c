@@ -131,6 +131,12 @@ static int parse_moe_option(const char *a, const char *v, cli_options *o) {
     o->impl = i == 0 ? CLI_IMPL_FUSED : i == 1 ? CLI_IMPL_BASELINE : CLI_IMPL_FUSED | CLI_IMPL_BASELINE;
     return 0;
   }
+  if (strcmp(a, "--launch") == 0) {
+    static const char *const names[] = {"serial", "threads"};
+    if ((i = cli_parse_name(v, names, 2)) < 0) return -1;
+    o->launch = i == 0 ? CLI_LAUNCH_SERIAL : CLI_LAUNCH_THREADS;
+    return 0;
+  }
   if (strcmp(a, "--flush-l2") == 0) {
     static const char *const names[] = {"0", "1"};
     if ((i = cli_parse_name(v, names, 2)) < 0) return -1;
@@ -177,6 +183,7 @@ int cli_parse(int argc, char **argv, cli_options *o, char *err, size_t errlen) {
   o->weights = 0; /* out-in (PyTorch's layout) */
   o->check_tokens = 64;
   o->impl = CLI_IMPL_FUSED | CLI_IMPL_BASELINE;
+  o->launch = CLI_LAUNCH_SERIAL;
   o->rotate = 4;
   int i = 1;
   if (i < argc && argv[i][0] != '-') o->command = argv[i++];
@@ -220,6 +227,8 @@ int cli_parse(int argc, char **argv, cli_options *o, char *err, size_t errlen) {
       snprintf(err, errlen, "bad value '%s' for %s (fused, baseline or both)", v, a);
     else if (strcmp(a, "--flush-l2") == 0)
       snprintf(err, errlen, "bad value '%s' for %s (0 or 1)", v, a);
+    else if (strcmp(a, "--launch") == 0)
+      snprintf(err, errlen, "bad value '%s' for %s (serial or threads)", v, a);
     else if (strcmp(a, "--act") == 0)
       snprintf(err, errlen, "bad value '%s' for %s (none, relu, gelu, silu or swiglu)", v, a);
     else if (strcmp(a, "--weights") == 0)

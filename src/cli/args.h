@@ -67,6 +67,8 @@ typedef struct {
                           forward per token count (Perfetto JSON), or NULL */
   int impl;            /* --impl: CLI_IMPL_* bits, which forwards run */
   int flush_l2;        /* --flush-l2: overwrite L2 before every timed iteration */
+  int launch;          /* --launch: fused forwards from one host thread for every
+                          GPU (CLI_LAUNCH_SERIAL) or a thread per GPU */
   int rotate;          /* --rotate N: input buffers cycled through while timing */
   double peak_tflops;  /* --peak-tflops X: GEMM ceiling per GPU; 0 = measure */
   double nvlink_gbps;  /* --nvlink-gbps X: NVLink egress ceiling per GPU; 0 = measure */
@@ -76,6 +78,9 @@ typedef struct {
 /* --impl fused | baseline | both */
 #define CLI_IMPL_FUSED 1
 #define CLI_IMPL_BASELINE 2
+/* --launch serial | threads (fused forwards while timing) */
+#define CLI_LAUNCH_SERIAL 0
+#define CLI_LAUNCH_THREADS 1
 #define CLI_MAX_ROTATE 64
 
 /* Fill defaults, then parse argv[1..argc). On error writes a message into

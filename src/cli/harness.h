@@ -22,9 +22,10 @@
  *           events on every GPU's stream (after overwriting L2 with
  *           --flush-l2, outside the events), x cycling through its copies;
  *           an iteration's time is the largest event gap over the GPUs;
- *           fused forwards are launched from one host thread for every GPU,
- *           the baseline's on a thread per GPU under a deadline (a hung
- *           NCCL call ends the process);
+ *           fused forwards are launched from one host thread for every GPU
+ *           (--launch threads: a thread per GPU), the baseline's on a
+ *           thread per GPU under a deadline (a hung NCCL call ends the
+ *           process);
  *   bound   max over GPUs of FLOPs / GEMM ceiling, bytes to other GPUs /
  *           NVLink ceiling, HBM bytes / HBM ceiling (cli_bound_us), the
  *           ceilings measured at startup unless given (ceilings.c);

@@ -125,8 +125,10 @@ static void test_json(void) {
   const char *a3[] = {"loom", "moe"};
   CHECK(parse(&o, err, 2, a3) == 0 && o.json == NULL, "no --json by default");
   CHECK(o.impl == (CLI_IMPL_FUSED | CLI_IMPL_BASELINE) && o.rotate == 4 && o.flush_l2 == 0 &&
-            o.peak_tflops == 0 && o.nvlink_gbps == 0 && o.hbm_gbps == 0,
+            o.launch == CLI_LAUNCH_SERIAL && o.peak_tflops == 0 && o.nvlink_gbps == 0 && o.hbm_gbps == 0,
         "benchmark defaults");
+  const char *a5[] = {"loom", "gemm-rs", "--launch", "threads"};
+  CHECK(parse(&o, err, 4, a5) == 0 && o.launch == CLI_LAUNCH_THREADS, "--launch threads");
   const char *a4[] = {"loom", "moe", "--impl", "baseline", "--flush-l2", "1", "--rotate", "8",
                       "--peak-tflops", "750.5", "--nvlink-gbps", "400", "--hbm-gbps", "4.2e3"};
   CHECK(parse(&o, err, 14, a4) == 0 && o.impl == CLI_IMPL_BASELINE && o.flush_l2 == 1 &&
@@ -135,7 +137,8 @@ static void test_json(void) {
         "benchmark options");
   const char *bad[][2] = {{"--impl", "nccl"},      {"--flush-l2", "yes"}, {"--rotate", "0"},
                           {"--rotate", "65"},      {"--peak-tflops", "0"}, {"--nvlink-gbps", "-1"},
-                          {"--hbm-gbps", "inf"},   {"--hbm-gbps", "12x"}, {"--peak-tflops", "nan"}};
+                          {"--hbm-gbps", "inf"},   {"--hbm-gbps", "12x"}, {"--peak-tflops", "nan"},
+                          {"--launch", "parallel"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     const char *a[] = {"loom", "moe", bad[i][0], bad[i][1]};
     CHECK(parse(&o, err, 4, a) == -1 && strstr(err, bad[i][0]), "%s %s refused: %s", bad[i][0],

@@ -130,19 +130,24 @@ struct hop_plan {
 
 typedef PFN_cuTensorMapEncodeTiled_v12000 hop_encode_fn;
 
+struct hop_encode_entry {
+  hop_encode_fn fn;
+  cudaError_t err;
+};
+static hop_encode_entry hop_lookup_encode(void) {
+  void *f = NULL;
+  cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+  cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q);
+  if (e == cudaSuccess && (q != cudaDriverEntryPointSuccess || !f)) e = cudaErrorSymbolNotFound;
+  return hop_encode_entry{e == cudaSuccess ? (hop_encode_fn)f : NULL, e};
+}
+/* Looked up once per process: a function-local static's initialisation is
+ * thread-safe in C++, and loom.h lets threads call on distinct
+ * communicators at once (every collective GEMM launch encodes maps). */
 static cudaError_t hop_get_encode(hop_encode_fn *fn) {
-  static hop_encode_fn cached = NULL;
-  if (!cached) {
-    void *f = NULL;
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000,
-                                                     cudaEnableDefault, &q);
-    if (e != cudaSuccess) return e;
-    if (q != cudaDriverEntryPointSuccess || !f) return cudaErrorSymbolNotFound;
-    cached = (hop_encode_fn)f;
-  }
-  *fn = cached;
-  return cudaSuccess;
+  static const hop_encode_entry entry = hop_lookup_encode();
+  *fn = entry.fn;
+  return entry.err;
 }
 
 /* Map over a row-major [rows x k] matrix (pitch ld elements): box of box_k
