@@ -260,6 +260,7 @@ static const cli_op ag_op = {
     .reference = ag_reference,
     .need = ag_need,
     .done = ag_done,
+    .phases = cli_coll_phases,
     .destroy = ag_destroy,
 };
 

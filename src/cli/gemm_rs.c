@@ -367,6 +367,7 @@ static const cli_op rs_op = {
     .reference = rs_reference,
     .need = rs_need,
     .done = rs_done,
+    .phases = cli_coll_phases,
     .destroy = rs_destroy,
 };
 

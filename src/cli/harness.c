@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "host/internal.h"
 #include "reference/reference.h"
 
 #define GEN_ROWS CLI_X_CHUNK_ROWS /* rows of x generated and uploaded at a time */
@@ -694,4 +695,23 @@ int cli_bench_main(const cli_options *o, const cli_op *op) {
   free(b->state);
   free(b);
   return rc;
+}
+
+/* ---- the collective GEMMs' phases ------------------------------------------------ */
+
+static const char *const coll_phase_names[LOOM_COLL_STAMPS] = {"start", "gemm", "side", "end"};
+_Static_assert(LOOM_COLL_STAMPS <= CLI_MAX_PHASES, "a row holds the collective GEMMs' phases");
+
+int cli_coll_phases(cli_bench *b, cli_row *row) {
+  if (b->impl != CLI_FUSED) return 0;
+  row->nphases = LOOM_COLL_STAMPS;
+  row->phase_names = coll_phase_names;
+  for (int i = 0; i < LOOM_COLL_STAMPS; i++) row->phase_us[i] = 0;
+  for (int d = 0; d < b->ngpu; d++) {
+    double us[LOOM_COLL_STAMPS];
+    CLI_LOOM_OK(b, loom_coll_phases(b->comms[d], us));
+    for (int i = 0; i < LOOM_COLL_STAMPS; i++)
+      if (us[i] > row->phase_us[i]) row->phase_us[i] = us[i];
+  }
+  return 0;
 }

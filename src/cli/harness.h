@@ -212,6 +212,14 @@ int cli_sync_and_check(cli_bench *b);
  * for as cli_sync_and_check does. */
 int cli_fused_once(cli_bench *b);
 
+/* The collective GEMMs' `phases` (ag-gemm, gemm-rs, gemm-ar): from the
+ * fused kernel's per-block stamps of the last timed call (loom_coll_phases),
+ * the latest over GPUs of: the last block's start, the consumers out of the
+ * engine, the side role (pushes, reductions) done, the kernel's end, in us
+ * after each GPU's first block started. The end against the median shows
+ * what the call costs outside the kernel (launch, host). */
+int cli_coll_phases(cli_bench *b, cli_row *row);
+
 /* The ceilings of the bound: given by --peak-tflops / --nvlink-gbps /
  * --hbm-gbps, else measured (ceilings.c); prints them. */
 int cli_measure_ceilings(cli_bench *b);

@@ -5,6 +5,7 @@
  * c = act(a b^T): they launch the all-gather kernel, which is that GEMM at
  * one rank (no window, no signal). */
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "internal.h"
 #include "../device/ops/ops.h"
@@ -110,6 +111,7 @@ static loom_coll_args launch_args(loom_comm_t comm, const loom_gemm_args_t *a) {
   la.counters = comm->op_counters;
   la.peer_base = comm->peer_base;
   la.error = &comm->ctrl->op_error;
+  la.stamps = comm->op_stamps;
   return la;
 }
 
@@ -219,4 +221,37 @@ loom_result_t loom_gemm_rs(loom_comm_t comm, const loom_gemm_args_t *args, cudaS
 
 loom_result_t loom_gemm_ar(loom_comm_t comm, const loom_gemm_args_t *args, cudaStream_t stream) {
   return coll_call("loom_gemm_ar", LOOM_OP_GEMM_AR, comm, args, stream);
+}
+
+/* ---- diagnostics ------------------------------------------------------------ */
+
+loom_result_t loom_coll_phases(loom_comm_t comm, double ends_us[LOOM_COLL_STAMPS]) {
+  loom_clear_error();
+  const char *fn = "loom_coll_phases";
+  loom_result_t res = loom_check_comm(fn, comm);
+  if (res != LOOM_SUCCESS) return res;
+  LOOM_ARG(ends_us != NULL, fn, "ends_us is NULL");
+  const size_t n = (size_t)comm->sms * LOOM_COLL_STAMPS;
+  uint64_t *t = (uint64_t *)malloc(n * sizeof *t);
+  if (t == NULL) return loom_set_error(LOOM_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  int prev = 0;
+  cudaError_t e = cudaGetDevice(&prev);
+  if (e == cudaSuccess) e = cudaSetDevice(comm->device);
+  if (e == cudaSuccess) e = cudaMemcpy(t, comm->op_stamps, n * sizeof *t, cudaMemcpyDeviceToHost);
+  cudaSetDevice(prev);
+  if (e != cudaSuccess) {
+    free(t);
+    return loom_set_error(LOOM_CUDA_ERROR, "%s: %s", fn, cudaGetErrorString(e));
+  }
+  uint64_t begin = UINT64_MAX, last[LOOM_COLL_STAMPS] = {0};
+  for (int b = 0; b < comm->sms; b++) {
+    const uint64_t *s = t + (size_t)b * LOOM_COLL_STAMPS;
+    if (s[LOOM_COLL_STAMP_BEGIN] != 0 && s[LOOM_COLL_STAMP_BEGIN] < begin) begin = s[LOOM_COLL_STAMP_BEGIN];
+    for (int i = 0; i < LOOM_COLL_STAMPS; i++)
+      if (s[i] > last[i]) last[i] = s[i];
+  }
+  for (int i = 0; i < LOOM_COLL_STAMPS; i++)
+    ends_us[i] = begin != UINT64_MAX && last[i] > begin ? (double)(last[i] - begin) / 1e3 : 0.0;
+  free(t);
+  return LOOM_SUCCESS;
 }

@@ -269,6 +269,7 @@ devcomm:
   if (c->window_base != NULL) ncclMemFree(c->window_base);
   if (c->ctrl != NULL) cudaFree(c->ctrl);
   if (c->op_counters != NULL) cudaFree(c->op_counters);
+  if (c->op_stamps != NULL) cudaFree(c->op_stamps);
   free(c->peer_base);
   c->peer_base = NULL;
   if (c->fault_host != NULL) cudaFreeHost(c->fault_host);
@@ -276,6 +277,7 @@ devcomm:
   c->window_base = NULL;
   c->ctrl = NULL;
   c->op_counters = NULL;
+  c->op_stamps = NULL;
   c->fault_host = NULL;
   c->nccl = NULL;
 #undef KEEP_FIRST
@@ -295,6 +297,9 @@ static loom_result_t comm_alloc_control(struct loom_comm *c) {
   const size_t counters = (size_t)c->nranks * (size_t)c->config.signal_slots * sizeof(uint32_t);
   CUDA_CHECK(cudaMalloc((void **)&c->op_counters, counters));
   CUDA_CHECK(cudaMemset(c->op_counters, 0, counters));
+  const size_t stamps = (size_t)c->sms * LOOM_COLL_STAMPS * sizeof(uint64_t);
+  CUDA_CHECK(cudaMalloc((void **)&c->op_stamps, stamps));
+  CUDA_CHECK(cudaMemset(c->op_stamps, 0, stamps));
   CUDA_CHECK(cudaHostAlloc((void **)&c->fault_host, sizeof(loom_fault_record),
                            cudaHostAllocMapped));
   memset((void *)c->fault_host, 0, sizeof(loom_fault_record));

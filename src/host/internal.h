@@ -17,6 +17,7 @@
 #include "loom.h"
 #include "../device/runtime/layout.h"
 #include "../device/runtime/transport.h"
+#include "../device/ops/ops.h"
 
 #define LOOM_COMM_MAGIC 0x6c6f6f6du /* "loom" */
 
@@ -64,6 +65,8 @@ struct loom_comm {
   uint32_t *op_counters;     /* device memory, [nranks][signal_slots], zero between
                                 calls: operators' own arrival counters (the
                                 collective GEMMs' per-destination row blocks) */
+  uint64_t *op_stamps;       /* device memory, [sms][LOOM_COLL_STAMPS]: the last
+                                collective GEMM call's per-block times (ops.h) */
   loom_fault_record *fault_host; /* pinned, mapped */
   loom_fault_record *fault_dev;  /* its device alias */
   loom_result_t async_error; /* sticky once reported */
@@ -99,6 +102,15 @@ struct loom_moe {
   int64_t trace_capacity;
   loom_moe_trace_info_t *trace_info;
 };
+
+/* ---- diagnostics (the CLI) ------------------------------------------------- */
+
+/* The last collective GEMM call on comm, from its blocks' stamps
+ * (LOOM_COLL_STAMP_*, ops.h): ends_us[i] = the latest block's stamp i in
+ * microseconds after the earliest block's start (ends_us[0]: how late the
+ * last block started). Synchronises comm's device (a copy); the device
+ * current on entry is current again on return. All zero before any call. */
+loom_result_t loom_coll_phases(loom_comm_t comm, double ends_us[LOOM_COLL_STAMPS]);
 
 /* ---- errors ---------------------------------------------------------------- */
 

@@ -317,6 +317,8 @@ static void test_ag_gemm_args(void) {
   a = good_gemm();
   c.config.signal_slots = 64;
   EXPECT_BAD(loom_gemm_rs(NULL, &a, 0), "comm");
+  double phases[LOOM_COLL_STAMPS];
+  EXPECT_BAD(loom_coll_phases(NULL, phases), "comm"); /* the CLI's diagnostics */
   a.m = 301;
   EXPECT_BAD(loom_gemm_rs(&c, &a, 0), "multiple of the 2 ranks");
   a = good_gemm();

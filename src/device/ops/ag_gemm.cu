@@ -46,6 +46,7 @@ struct ag_kparams {
   int piece_rows;     /* rows per piece (divides LOOM_AG_BLOCK_ROWS) */
   int pieces;         /* ceil(m / piece_rows) per destination */
   uint32_t *counters; /* [nranks][slots] */
+  uint64_t *stamps;   /* [blocks][LOOM_COLL_STAMPS] */
 };
 
 static_assert(sizeof(ag_kparams) <= 4096, "kernel parameter: 4 KB (no large-parameter opt-in needed)");
@@ -126,6 +127,7 @@ struct ag_side {
         }
       }
     }
+    if (tid == 0) coll_stamp(p.stamps, LOOM_COLL_STAMP_SIDE);
   }
 };
 
@@ -181,16 +183,19 @@ __global__ void __launch_bounds__(CFG::threads, 1) ag_gemm_kernel(const __grid_c
     return;
   }
   if (threadIdx.x == 0) {
+    coll_stamp(P.stamps, LOOM_COLL_STAMP_BEGIN);
     st.failed = 0;
     st.ok = 1;
   }
   __syncthreads();
   /* P.hp.groups / group_maps: offsets to P.groups / P.maps (maps_const) */
   hop_gemm_run<CFG, ACT, OUT, ag_side>(P.hp, ag_smem_raw, (uint32_t)epoch, ag_side{&P, epoch, &st});
+  if (threadIdx.x == 0) coll_stamp(P.stamps, LOOM_COLL_STAMP_GEMM); /* a consumer thread */
   __syncthreads(); /* consumers at 232 registers, the producer warpgroup at 40: light code only (hop_gemm_run) */
   if (threadIdx.x == 0) {
     loom_wait_fail f;
     if (ag_diagnose(P, P.hp, &st, epoch, &f)) loom_wait_settle(P.c, f);
+    coll_stamp(P.stamps, LOOM_COLL_STAMP_END);
   }
   loom_kernel_end(P.c, epoch);
 }
@@ -245,6 +250,7 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   kp.piece_rows = pr_rows;
   kp.pieces = (a->m + pr_rows - 1) / pr_rows;
   kp.counters = a->counters;
+  kp.stamps = a->stamps;
   return coll_launch<CFG>(ag_gemm_kernel<CFG, ACT, OUT>, kp, c, stream);
 }
 

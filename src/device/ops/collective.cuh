@@ -98,6 +98,11 @@ static cudaError_t coll_launch(void (*kernel)(KP), const KP &kp, const loom_dev_
   return cudaLaunchKernelEx(&cfg, kernel, kp);
 }
 
+/* Stamp i (LOOM_COLL_STAMP_*) of this block: one thread, one store. */
+static __device__ __forceinline__ void coll_stamp(uint64_t *stamps, int i) {
+  stamps[(size_t)blockIdx.x * LOOM_COLL_STAMPS + i] = ptx_globaltimer_ns();
+}
+
 /* Block 0's last check of a call (thread 0, after the engine): every
  * peer's call tag must be this call's. A peer stores its tag before any of
  * its flags, so a flag of that peer must have been acquired first: with

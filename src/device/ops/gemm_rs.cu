@@ -53,6 +53,7 @@ struct rs_kparams {
   int slot_tiles;   /* all-reduce: first signal slot of the owners' finished tiles */
   int slices;       /* side-role work items per tile (rs_slices) */
   uint32_t *counters; /* all-reduce: [nranks][slots], row rank: slices reduced per own tile */
+  uint64_t *stamps;   /* [blocks][LOOM_COLL_STAMPS] */
 };
 static_assert(sizeof(rs_kparams) <= 4096, "kernel parameter: 4 KB");
 static_assert(hop_pp<HOP_BF16>::BM == LOOM_RS_MIN_TILE && hop_pp<HOP_BF16>::BN == LOOM_RS_MIN_TILE &&
@@ -296,6 +297,7 @@ struct rs_side {
       }
       ptx_named_bar_sync(RS_BAR_REDUCE, RS_THREADS); /* st read by all before the next claim */
     }
+    if (tid == 0) coll_stamp(p.stamps, LOOM_COLL_STAMP_SIDE);
   }
 };
 
@@ -368,6 +370,7 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
     return;
   }
   if (threadIdx.x == 0) {
+    coll_stamp(P.stamps, LOOM_COLL_STAMP_BEGIN);
     st.failed = 0;
     st.ok = 1;
   }
@@ -375,11 +378,13 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
   /* partials leave the epilogue as they are: the activation comes after the sum */
   hop_gemm_run<CFG, HOP_ACT_NONE, OUT, rs_side<ACT, T, AR>>(P.hp, rs_smem_raw, (uint32_t)epoch,
                                                             rs_side<ACT, T, AR>{&P, epoch, &st});
+  if (threadIdx.x == 0) coll_stamp(P.stamps, LOOM_COLL_STAMP_GEMM); /* a consumer thread */
   __syncthreads(); /* consumers at 232 registers, the producer warpgroup at 40: light code only */
   if (threadIdx.x == 0) {
     if (AR) ar_done_reading(P, epoch, &st);
     loom_wait_fail f;
     if (rs_diagnose(P, &st, epoch, &f)) loom_wait_settle(P.c, f);
+    coll_stamp(P.stamps, LOOM_COLL_STAMP_END);
   }
   loom_kernel_end(P.c, epoch);
 }
@@ -474,6 +479,7 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   /* the side role's tiles: this rank's (reduce-scatter), every owner's (all-reduce) */
   kp.slices = rs_slices(AR ? tile_begin : (int64_t)(mo_max + CFG::BM - 1) / CFG::BM * n_tiles, c->sms, CFG::BM);
   kp.counters = a->counters;
+  kp.stamps = a->stamps;
   return coll_launch<CFG>(rs_gemm_kernel<CFG, ACT, OUT, AR>, kp, c, stream);
 }
 

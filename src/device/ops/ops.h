@@ -76,6 +76,17 @@ static inline LOOM_HD size_t loom_ag_stride(int64_t m, int64_t k, size_t esize) 
   return loom_align_up((size_t)m * (size_t)k * esize, 256);
 }
 
+/* Per-block times of a communicator's last collective GEMM call
+ * (loom_coll_args.stamps, [blocks][LOOM_COLL_STAMPS], globaltimer ns;
+ * read by loom_coll_phases for the CLI): the block's start (after
+ * loom_kernel_begin), its consumers out of the engine, its side role
+ * (pushes, reductions) done, its end (before loom_kernel_end). */
+#define LOOM_COLL_STAMP_BEGIN 0
+#define LOOM_COLL_STAMP_GEMM 1
+#define LOOM_COLL_STAMP_SIDE 2
+#define LOOM_COLL_STAMP_END 3
+#define LOOM_COLL_STAMPS 4
+
 /* What a collective GEMM launch takes (both operators; each uses the
  * fields its comment names). */
 typedef struct {
@@ -90,6 +101,7 @@ typedef struct {
   void *const *peer_base; /* reduce-scatter: host array, every rank's window base
                              (this GPU's addresses) */
   uint32_t *error;        /* the engine's error word (loom_ctrl.op_error) */
+  uint64_t *stamps;       /* [blocks][LOOM_COLL_STAMPS] (above) */
 } loom_coll_args;
 
 /* Launch the all-gather GEMM kernel: every SM of the communicator (a
