@@ -41,6 +41,7 @@
 #include <cuda_runtime_api.h>
 
 #include "loom.h"
+#include "host/internal.h" /* loom_coll_phases */
 #include "reference/reference.h"
 #include "../check.h"
 #include "gpu_check.h"
@@ -349,6 +350,17 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
         const cudaError_t e = cudaStreamSynchronize(cs[i].stream);
         CHECK(e == cudaSuccess, "%s: rank %d sync: %s", what, cs[i].rank, cudaGetErrorString(e));
         if (e != cudaSuccess || check_no_async_error(cs[i].comm, cs[i].rank, what) != 0) rc = -1;
+        /* the last call's phase stamps (the CLI's "phases end at"): every
+         * block started, ran its roles and ended, in that order */
+        double ph[LOOM_COLL_STAMPS];
+        const loom_result_t pr = loom_coll_phases(cs[i].comm, ph);
+        const int ordered = ph[LOOM_COLL_STAMP_END] > 0 && ph[LOOM_COLL_STAMP_END] >= ph[LOOM_COLL_STAMP_GEMM] &&
+                            ph[LOOM_COLL_STAMP_END] >= ph[LOOM_COLL_STAMP_SIDE] &&
+                            ph[LOOM_COLL_STAMP_GEMM] >= ph[LOOM_COLL_STAMP_BEGIN] &&
+                            ph[LOOM_COLL_STAMP_END] < 10e6;
+        CHECK(pr == LOOM_SUCCESS && ordered, "%s: rank %d phase stamps: start %.1f gemm %.1f side %.1f end %.1f us",
+              what, cs[i].rank, ph[0], ph[1], ph[2], ph[3]);
+        if (pr != LOOM_SUCCESS || !ordered) rc = -1;
       }
       if (rc != 0) break;
       for (int i = 0; i < nl; i++)
