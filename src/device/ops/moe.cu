@@ -1946,12 +1946,13 @@ static cudaError_t plan_parts(const loom_dev_comm *c, loom_moe_params *p, loom_m
  * (OUT_IN) on bf16/fp16/TF32, the mma.sync engine otherwise (IN_OUT
  * weights, exact fp32). LOOM_MOE_ENGINE=mma forces the latter (diagnostic:
  * docs/moe.md). */
+static int moe_engine_forced(void) {
+  const char *v = getenv("LOOM_MOE_ENGINE");
+  return v != NULL && strcmp(v, "mma") == 0;
+}
 static int use_hopper(const loom_moe_params *p) {
-  static int forced = -1;
-  if (forced < 0) {
-    const char *v = getenv("LOOM_MOE_ENGINE");
-    forced = v != NULL && strcmp(v, "mma") == 0;
-  }
+  static const int forced = moe_engine_forced(); /* once; thread-safe (layers of several GPUs may
+                                                    be planned from several threads) */
   return !forced && p->wlayout == LOOM_WEIGHTS_OUT_IN && !(p->dtype == LOOM_FP32 && p->math == LOOM_MATH_FP32);
 }
 
