@@ -119,12 +119,8 @@ struct ag_side {
         const int j = row0 / LOOM_AG_BLOCK_ROWS;
         const int block_rows = min(LOOM_AG_BLOCK_ROWS, p.m - j * LOOM_AG_BLOCK_ROWS);
         const uint32_t need = (uint32_t)((block_rows + p.piece_rows - 1) / p.piece_rows);
-        uint32_t *ctr = p.counters + (size_t)d * c.slots + j;
-        __threadfence_system(); /* the piece's stores (all 96 threads, ordered by the barrier) first */
-        if (ptx_atom_add_acq_rel_gpu_u32(ctr, 1u) + 1u == need) {
-          ptx_st_relaxed_gpu_u32(ctr, 0u); /* every piece counted: zero for the next call */
-          loom_signal(c, d, j, epoch);     /* release, system scope: covers the pieces seen */
-        }
+        if (coll_last_part(p.counters + (size_t)d * c.slots + j, need)) /* the row block's last piece */
+          loom_signal(c, d, j, epoch);                                  /* release, system scope */
       }
     }
     if (tid == 0) coll_stamp(p.stamps, LOOM_COLL_STAMP_SIDE);

@@ -98,6 +98,20 @@ static cudaError_t coll_launch(void (*kernel)(KP), const KP &kp, const loom_dev_
   return cudaLaunchKernelEx(&cfg, kernel, kp);
 }
 
+/* One thread, after its block's part of a unit of work (a piece of a row
+ * block, a slice of a tile; the part's stores ordered before by the
+ * caller's barrier): fence them at system scope and count the part on
+ * this GPU's counter. Returns 1 for the part that completes the unit
+ * (`need` parts), which has reset the counter to zero for the next call
+ * and may then release the unit to a peer (system scope: it covers the
+ * parts it counted). */
+static __device__ __forceinline__ int coll_last_part(uint32_t *ctr, uint32_t need) {
+  __threadfence_system();
+  if (ptx_atom_add_acq_rel_gpu_u32(ctr, 1u) + 1u != need) return 0;
+  ptx_st_relaxed_gpu_u32(ctr, 0u);
+  return 1;
+}
+
 /* Stamp i (LOOM_COLL_STAMP_*) of this block: one thread, one store. */
 static __device__ __forceinline__ void coll_stamp(uint64_t *stamps, int i) {
   stamps[(size_t)blockIdx.x * LOOM_COLL_STAMPS + i] = ptx_globaltimer_ns();

@@ -280,16 +280,7 @@ struct rs_side {
           ptx_named_bar_sync(RS_BAR_REDUCE, RS_THREADS);
           if (tid == 0) {
             const int slot = mb * p.n_tiles + nb;
-            uint32_t *ctr = p.counters + (size_t)r * p.c.slots + slot;
-            if (S == 1) {
-              publish(slot);
-            } else {
-              __threadfence_system(); /* the slice's stores (all 96 threads, ordered by the barrier) */
-              if (ptx_atom_add_acq_rel_gpu_u32(ctr, 1u) + 1u == (uint32_t)S) {
-                ptx_st_relaxed_gpu_u32(ctr, 0u); /* every slice counted: zero for the next call */
-                publish(slot);
-              }
-            }
+            if (S == 1 || coll_last_part(p.counters + (size_t)r * p.c.slots + slot, (uint32_t)S)) publish(slot);
           }
         }
       } else if (AR) { /* a peer's finished tile: the slice's rows over NVLink into C */
