@@ -14,11 +14,10 @@
 #                            the Qwen3-30B-A3B shape at 8192; decode E=64
 #                            k=8 at T = 1, 16, 128, 512; T = 8192 on 2 GPUs
 #                            (weak scaling)
-#   bench/lease.sh coll N    issue 12's points (bench/collective_grid.sh's
-#                            Llama and mKernel shapes, bf16, 100 iterations
-#                            at the small ones), the floor points, and the
-#                            M = 4096 mKernel points again with --launch
-#                            threads
+#   bench/lease.sh coll N    issue 12's points: bench/collective_grid.sh
+#                            (Llama and mKernel shapes, the floor points),
+#                            then the floor and the M = 4096 mKernel points
+#                            again with --launch threads
 #
 # Needs build/loom and build/tests/* (built there, or built elsewhere and
 # carried: then the nvidia-nccl wheel's lib directory must be on the
@@ -76,23 +75,15 @@ moe)
   t moe-scale-2 60 $L moe --gpus 2 --tokens 8192 --iters 20 --json "$OUT/moe-scale-2.json"
   ;;
 coll)
-  C="--gpus $n --check-tokens 16"
-  t llama-ag 90 $L ag-gemm $C --tokens $((4096 / n)),$((16384 / n)) --hidden 8192 --ffn 28672 --iters 20
-  t llama-rs 90 $L gemm-rs $C --tokens 4096,16384 --hidden 8192 --ffn 28672 --iters 20
-  t llama-ar 90 $L gemm-ar $C --tokens 4096,16384 --hidden 8192 --ffn 28672 --iters 20
-  for m in 4096 8192 16384; do
-    t "mk-ag-$m" 40 $L ag-gemm $C --tokens $((m / n)) --hidden $m --ffn $((n * m / 16)) --iters 100
-    t "mk-rs-$m" 40 $L gemm-rs $C --tokens $m --hidden $((m / 16)) --ffn $m --iters 100
-    t "mk-ar-$m" 40 $L gemm-ar $C --tokens $m --hidden $((m / 16)) --ffn $m --iters 100
-  done
+  t grid 420 bash bench/collective_grid.sh "$OUT/grid" "$n"
+  C="--gpus $n --check-tokens 16 --iters 100 --launch threads"
   for op in ag-gemm gemm-rs gemm-ar; do
     rows=256
     [ $op = ag-gemm ] && rows=$((256 / n))
-    t "floor-$op" 30 $L $op $C --tokens $rows --hidden 128 --ffn 256 --iters 100
-    t "floor-$op-threads" 30 $L $op $C --tokens $rows --hidden 128 --ffn 256 --iters 100 --launch threads
+    t "floor-$op-threads" 30 $L $op $C --tokens $rows --hidden 128 --ffn 256
   done
-  t mk-rs-4096-threads 40 $L gemm-rs $C --tokens 4096 --hidden 256 --ffn 4096 --iters 100 --launch threads
-  t mk-ar-4096-threads 40 $L gemm-ar $C --tokens 4096 --hidden 256 --ffn 4096 --iters 100 --launch threads
+  t mk-rs-4096-threads 40 $L gemm-rs $C --tokens 4096 --hidden 256 --ffn 4096
+  t mk-ar-4096-threads 40 $L gemm-ar $C --tokens 4096 --hidden 256 --ffn 4096
   ;;
 *)
   echo "bench/lease.sh: unknown '$what' (tests, moe or coll)" >&2
@@ -101,11 +92,11 @@ coll)
 esac
 
 # the table rows of every loom run, one line each, into the summary
-for f in "$OUT"/*.log; do
+find "$OUT" -name '*.log' | sort | while read -r f; do
   rows=$(grep -E '^ +[0-9]+ (fused|baseline) ' "$f" | awk '{printf "%s %s %s | ", $1, $2, $3}')
   [ -n "$rows" ] && echo "$(basename "$f" .log): $rows" >>"$S"
 done
 (cd "$OUT" && tar czf logs.tgz --exclude=logs.tgz --exclude=summary.txt ./* &&
-  find . -maxdepth 1 -type f ! -name logs.tgz ! -name summary.txt -delete)
+  find . -mindepth 1 -maxdepth 1 ! -name logs.tgz ! -name summary.txt -exec rm -rf {} +)
 cat "$S"
 ! grep -q " rc=[1-9]" "$S"
