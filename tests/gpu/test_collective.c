@@ -19,8 +19,8 @@
  * the reduce-scatter and all-reduce, the column chunks of the task order
  * (LOOM_RS_CHUNKS = 1 or 3; the automatic choice is 1 for shapes this
  * small) and the side role's slices per tile (LOOM_RS_SLICES = 1, or the
- * automatic 8 for shapes this small). All-reduce: every rank's C must also be the same bits (checked
- * where one process holds every rank).
+ * automatic 8 for shapes this small). All-reduce: every rank's C must also
+ * be the same bits (checked where one process holds every rank).
  * One process: a CUDA graph of one call per rank, replayed with new A.
  * All-gather: shape (m, n, k) = this rank's rows; reduce-scatter: every
  * rank's A has R m rows and C gets m of the sum; all-reduce: every rank's
