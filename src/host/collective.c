@@ -156,7 +156,7 @@ loom_result_t loom_gemm_ar_workspace_bytes(const loom_gemm_args_t *args, int nra
   if (res != LOOM_SUCCESS) return res;
   LOOM_ARG(bytes != NULL, fn, "bytes is NULL");
   const int64_t mo = (args->m + nranks - 1) / nranks; /* the largest owner's rows */
-  *bytes = nranks == 1 ? 0 : (size_t)(nranks + 1) * loom_rs_stride(mo, args->n, es);
+  *bytes = nranks == 1 ? 0 : (size_t)(2 * nranks - 1) * loom_rs_stride(mo, args->n, es);
   return slots_out(fn, args, nranks, nranks == 1 ? 3 : loom_ar_slots(args->m, nranks, args->n),
                    signal_slots);
 }

@@ -219,13 +219,14 @@ class TestConfigs(unittest.TestCase):
         self.assertIn("multiples of 8", loom.last_error())
 
     def test_gemm_ar_workspace(self):
-        # any m: 301 rows over 4 ranks, 76 at most; R partials + the reduced
-        # rows of 76 x 264 bf16, each rounded to 256 bytes; 1 x 3 tiles, twice,
-        # + 3 slots; one rank needs no workspace and 3 slots
+        # any m: 301 rows over 4 ranks, 76 at most; R partials + the R - 1
+        # other owners' reduced rows, each part 76 x 264 bf16 rounded to 256
+        # bytes; 1 x 3 tiles, twice, + 2 slots; one rank needs no workspace
+        # and 3 slots
         a = _lib.gemm_args_init()
         a.m, a.n, a.k = 301, 264, 1032
         b, s = ctypes.c_size_t(), ctypes.c_int()
-        for nranks, want in ((4, (5 * 40192, 9)), (1, (0, 3))):
+        for nranks, want in ((4, (7 * 40192, 8)), (1, (0, 3))):
             self.assertEqual(_lib.lib.loom_gemm_ar_workspace_bytes(
                 ctypes.byref(a), nranks, ctypes.byref(b), ctypes.byref(s)), Result.SUCCESS)
             self.assertEqual((b.value, s.value), want)

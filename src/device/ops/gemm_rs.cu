@@ -22,9 +22,11 @@
  * order. A reduction item: wait for the R sources' flags of one of this
  * rank's tiles, sum their partials in source order in fp32 (bitwise
  * deterministic), apply the activation, round, store the rows of C. The
- * all-reduce also stores the result in its window (part R) and signals every
- * peer; its gather items (the peers' tiles of the same chunk) wait for the
- * owner's signal and copy the owner's finished rows over NVLink into C.
+ * all-reduce also pushes the result into every peer's window (the part for
+ * owner r there, loom_ar_fin_part) and then signals each peer; its gather
+ * items (the peers' tiles of the same chunk) wait for the owner's signal and
+ * copy the owner's finished rows from this rank's own window into C (local
+ * reads: nothing crosses NVLink twice, and no rank reads another's window).
  * Every rank's C is then the same bits.
  */
 #include <cuda_runtime.h>
@@ -45,7 +47,8 @@ struct rs_kparams {
   CUtensorMap maps[2 * LOOM_AG_MAX_RANKS]; /* (A rows of owner g, B) per group */
   hop_group groups[LOOM_AG_MAX_RANKS];
   loom_dev_comm c;
-  const char *final_[LOOM_AG_MAX_RANKS]; /* all-reduce: rank o's reduced rows (window part R) */
+  char *fin_peer[LOOM_AG_MAX_RANKS]; /* all-reduce: [d] peer (r + d) % R's window part for
+                                        this rank's reduced rows (d = 1 .. R - 1) */
   char *out;        /* C: this rank's rows [mo x n] (reduce-scatter), all [m x n] (all-reduce) */
   size_t stride;    /* loom_rs_stride of the largest owner's rows */
   int m, n;         /* all rows (owner o: loom_ar_row0 / loom_ar_rows), columns */
@@ -148,10 +151,12 @@ static __device__ __forceinline__ size_t rs_vec_off(int v, int vpr, size_t pitch
 
 /* The 96 side threads: nv vectors of a slice, out = act(sum over the R
  * sources' partials at src + s * stride, in source order, fp32), also into
- * fin (all-reduce). */
+ * fin[1 .. R - 1] + the slice's offset (all-reduce: every peer's window,
+ * over NVLink; stores, so nothing waits for them here). */
 template <int ACT, class T, bool AR>
-static __device__ __forceinline__ void rs_reduce_rows(char *out, const char *src, size_t stride, int R, char *fin,
-                                                      int nv, int vpr, size_t pitch, unsigned tid) {
+static __device__ __forceinline__ void rs_reduce_rows(char *out, const char *src, size_t stride, int R,
+                                                      char *const *fin, size_t fin_off, int nv, int vpr,
+                                                      size_t pitch, unsigned tid) {
   typedef rs_vec<T> V;
   for (int v = (int)tid; v < nv; v += RS_THREADS) {
     const size_t off = rs_vec_off(v, vpr, pitch);
@@ -164,12 +169,14 @@ static __device__ __forceinline__ void rs_reduce_rows(char *out, const char *src
     for (int e = 0; e < V::n; e++) acc[e] = hop_act<ACT>(acc[e]);
     const int4 q = V::pack(acc);
     *(int4 *)(out + off) = q;
-    if (AR) *(int4 *)(fin + off) = q;
+    if (AR)
+      for (int d = 1; d < R; d++) *(int4 *)(fin[d] + fin_off + off) = q;
   }
 }
 
-/* The 96 side threads: nv vectors of a slice from src (a peer's finished
- * rows, over NVLink) into out, two loads in flight per thread. */
+/* The 96 side threads: nv vectors of a slice from src (an owner's finished
+ * rows, pushed into this rank's window) into out, two loads in flight per
+ * thread. */
 static __device__ __forceinline__ void rs_copy_rows(char *out, const char *src, int nv, int vpr, size_t pitch,
                                                     unsigned tid) {
   for (int v0 = (int)tid; v0 < nv; v0 += 2 * RS_THREADS) {
@@ -233,16 +240,17 @@ struct rs_side {
     if (!ok) st->failed = 1;
   }
 
-  /* Thread 0, all-reduce: own tile `slot` is in this rank's window (the 96
-   * threads' stores ordered before by their barrier): tell every peer. */
+  /* Thread 0, all-reduce: own tile `slot` is in every peer's window (the 96
+   * threads' stores of each slice ordered before by their barrier, the
+   * slices of other blocks by coll_last_part): tell every peer, one fence
+   * for all of them (session 16: a release store per peer, and before it
+   * one per call tag, each waited for the previous one's round trip, ~2R
+   * in a row per tile). No call tag here: this rank's partials of the
+   * peer's rows carried it (done), and a peer of no rows checks none. */
   __device__ __forceinline__ void publish(int slot) const {
     const loom_dev_comm &c = P->c;
     __threadfence_system();
-    for (int d = 1; d < c.nranks; d++) {
-      const int peer = (c.rank + d) % c.nranks;
-      ptx_st_release_sys_u64(loom_flag_ptr(c, peer, c.rank, loom_tag_slot(c)), loom_call_tag(epoch, c.op));
-      loom_signal(c, peer, P->slot_tiles + slot, epoch);
-    }
+    for (int d = 1; d < c.nranks; d++) loom_signal_fenced(c, (c.rank + d) % c.nranks, P->slot_tiles + slot, epoch);
   }
 
   /* Warps 1-3 of the producer warpgroup, 40 registers: the reductions of
@@ -273,9 +281,9 @@ struct rs_side {
       /* the slice inside an owner's rows, and where it goes in C */
       const size_t off = (size_t)row0 * pitch + (size_t)nb * p.bn * sizeof(T);
       char *const out = p.out + (AR ? (size_t)loom_ar_row0(p.m, R, o) * pitch : 0) + off;
+      char *const win = loom_local_ptr(p.c, p.c.data_offset);
       if (o == r) {
-        rs_reduce_rows<ACT, T, AR>(out, loom_local_ptr(p.c, p.c.data_offset) + off, p.stride, R,
-                                   AR ? (char *)p.final_[r] + off : NULL, rows * vpr, vpr, pitch, tid);
+        rs_reduce_rows<ACT, T, AR>(out, win + off, p.stride, R, p.fin_peer, off, rows * vpr, vpr, pitch, tid);
         if (AR) { /* the tile's last slice tells every peer */
           ptx_named_bar_sync(RS_BAR_REDUCE, RS_THREADS);
           if (tid == 0) {
@@ -283,8 +291,9 @@ struct rs_side {
             if (S == 1 || coll_last_part(p.counters + (size_t)r * p.c.slots + slot, (uint32_t)S)) publish(slot);
           }
         }
-      } else if (AR) { /* a peer's finished tile: the slice's rows over NVLink into C */
-        rs_copy_rows(out, p.final_[o] + off, rows * vpr, vpr, pitch, tid);
+      } else if (AR) { /* a peer's finished tile, pushed here: the slice's rows into C */
+        rs_copy_rows(out, win + (size_t)loom_ar_fin_part(o, r, R) * p.stride + off, rows * vpr, vpr, pitch,
+                     tid);
       }
       ptx_named_bar_sync(RS_BAR_REDUCE, RS_THREADS); /* st read by all before the next claim */
     }
@@ -323,29 +332,6 @@ static __device__ __forceinline__ int rs_diagnose(const rs_kparams &p, const rs_
   return coll_check_tags<false>(c, epoch, 0, f); /* its first tile acquired every source's flag */
 }
 
-/* All-reduce, thread 0 of every block, after its side role's last copy:
- * the other ranks read this rank's window (the finished tiles of part R),
- * which the completion credit alone does not cover (it orders writes INTO a
- * peer's window after the peer's reads; a rank's own later writes to its own
- * window, by the next call of any operator, would not wait). So the block
- * that finishes last (the kernel's grid-barrier word, unused by this kernel
- * and reset by loom_kernel_end) tells every peer "done reading yours" (slot
- * slot_tiles * 2), then waits until every peer has said the same about this
- * rank's window; the kernel, and with it this rank's next call, ends after
- * that. No cycle: a rank signals before it waits, and its signal depends only
- * on its own copies. A poll that gives up is settled with the others
- * (rs_diagnose). */
-static __device__ __forceinline__ void ar_done_reading(const rs_kparams &p, uint64_t epoch, rs_state *st) {
-  const loom_dev_comm &c = p.c;
-  __threadfence(); /* this block's copies (ordered before thread 0 by the caller's barrier) */
-  if (atomicAdd(&c.ctrl->barrier, 1u) != gridDim.x - 1) return;
-  __threadfence(); /* ... and every other block's, before the release below */
-  const int slot = 2 * p.slot_tiles;
-  for (int d = 1; d < c.nranks; d++) loom_signal(c, (c.rank + d) % c.nranks, slot, epoch);
-  for (int d = 1; d < c.nranks && !st->failed; d++)
-    if (!loom_poll_flag(c, (c.rank + d) % c.nranks, slot, epoch, LOOM_WAIT_SIGNAL, &st->fail)) st->failed = 1;
-}
-
 template <class CFG, int ACT, int OUT, bool AR>
 __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_constant__ rs_kparams P) {
   typedef typename hop_out_type<OUT>::T T;
@@ -353,10 +339,6 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
   __shared__ rs_state st;
   const uint64_t epoch = loom_kernel_begin(P.c);
   if (loom_block_aborted(P.c)) { /* a peer failed since our last call */
-    if (AR && threadIdx.x == 0) { /* still counted: the last block's wait ends on the abort */
-      st.failed = 0;
-      ar_done_reading(P, epoch, &st);
-    }
     loom_kernel_end(P.c, epoch);
     return;
   }
@@ -372,7 +354,6 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
   if (threadIdx.x == 0) coll_stamp(P.stamps, LOOM_COLL_STAMP_GEMM); /* a consumer thread */
   __syncthreads(); /* consumers at 232 registers, the producer warpgroup at 40: light code only */
   if (threadIdx.x == 0) {
-    if (AR) ar_done_reading(P, epoch, &st);
     loom_wait_fail f;
     if (rs_diagnose(P, &st, epoch, &f)) loom_wait_settle(P.c, f);
     coll_stamp(P.stamps, LOOM_COLL_STAMP_END);
@@ -453,7 +434,9 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     hg->ready = (const uint32_t *)(a->flags_local + (size_t)o * c->slots + (c->slots - 1));
     hg->ready_target = 0xFFFFFFFFu;
     hg->ready_stride = 0;
-    kp.final_[o] = (const char *)a->peer_base[o] + c->data_offset + (size_t)R * stride;
+    if (AR && o != r) /* g = R - 1 is this rank */
+      kp.fin_peer[(o - r + R) % R] =
+          (char *)a->peer_base[o] + c->data_offset + (size_t)loom_ar_fin_part(r, o, R) * stride;
   }
   kp.hp.total_tiles = kp.hp.total_tasks = tile_begin;
   kp.hp.n_chunk = rs_n_chunk(n_tiles, tile_begin / n_tiles, c->sms);

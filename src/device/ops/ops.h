@@ -140,13 +140,13 @@ cudaError_t loom_launch_gemm_rs(const loom_dev_comm *c, const loom_coll_args *a,
  * The reduce-scatter above with owner o's rows [loom_ar_row0(m, R, o),
  * + loom_ar_rows(m, R, o)) (any m: the first m % R owners one row more),
  * every part of the data region loom_rs_stride(ceil(m / R), N) bytes, and
- * one more part after the R partials:
- *   [R][stride]  the reduced rows (act applied, output dtype), which the
- *                other ranks read over NVLink into their C.
+ * R - 1 more parts after the R partials:
+ *   [loom_ar_fin_part(o, r, R)][stride]  on rank r, owner o's reduced rows
+ *                (act applied, output dtype, o != r), which o pushes there
+ *                over NVLink and r copies into its C.
  * Signal slots: [0, T) the partial tiles as for the reduce-scatter (T =
  * loom_rs_slots(ceil(m / R), N) - 2 tiles), [T, 2T) from owner o: its
- * reduced tile t is in its window; 2T from rank s: s has finished reading
- * this rank's window (every copy of the call done). */
+ * reduced tile t is in this rank's window; then the two reserved. */
 static inline LOOM_HD int64_t loom_ar_rows(int64_t m, int R, int o) {
   return m / R + (o < m % R ? 1 : 0);
 }
@@ -154,7 +154,12 @@ static inline LOOM_HD int64_t loom_ar_row0(int64_t m, int R, int o) {
   return o * (m / R) + (o < m % R ? o : m % R);
 }
 static inline LOOM_HD int64_t loom_ar_slots(int64_t m, int R, int64_t n) {
-  return 2 * (loom_rs_slots((m + R - 1) / R, n) - 2) + 3;
+  return 2 * (loom_rs_slots((m + R - 1) / R, n) - 2) + 2;
+}
+/* The data part of rank r's window that holds owner o's reduced rows
+ * (o != r): R .. 2R - 2, the owners after r in rank order. */
+static inline LOOM_HD int loom_ar_fin_part(int o, int r, int R) {
+  return R - 1 + (o - r + R) % R;
 }
 
 cudaError_t loom_launch_gemm_ar(const loom_dev_comm *c, const loom_coll_args *a,

@@ -23,6 +23,14 @@ static __device__ __forceinline__ void ptx_st_release_sys_u64(uint64_t *p, uint6
   asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
+/* Relaxed store at system scope of a 64-bit word: after a fence.sys by the
+ * same thread it completes a release pattern (PTX memory model), so several
+ * flags can follow one fence; each st.release would fence again and wait
+ * for the previous flag's remote store. */
+static __device__ __forceinline__ void ptx_st_relaxed_sys_u64(uint64_t *p, uint64_t v) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
 /* Acquire load at system scope of a 32-bit word (a status a peer GPU
  * release-publishes into our memory). */
 static __device__ __forceinline__ int32_t ptx_ld_acquire_sys_s32(const int32_t *p) {

@@ -183,6 +183,15 @@ static __device__ __forceinline__ void loom_signal(const loom_dev_comm &c, int p
   ptx_st_release_sys_u64(loom_flag_ptr(c, peer, c.rank, slot), epoch);
 }
 
+/* loom_signal for a thread that has just fenced at system scope
+ * (__threadfence_system) after what the signal publishes: a relaxed store,
+ * so signals to several peers after one fence go out together instead of
+ * one network round trip apart. */
+static __device__ __forceinline__ void loom_signal_fenced(const loom_dev_comm &c, int peer,
+                                                         int slot, uint64_t epoch) {
+  ptx_st_relaxed_sys_u64(loom_flag_ptr(c, peer, c.rank, slot), epoch);
+}
+
 /* Completion credits. Signal slot slots-1 of every source is reserved:
  * when a rank's kernel for call e ends, it stores e there in every rank's
  * window (loom_kernel_end), meaning "I have finished reading everything of
