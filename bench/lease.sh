@@ -17,7 +17,8 @@
 #   bench/lease.sh coll N    issue 12's points: bench/collective_grid.sh
 #                            (Llama and mKernel shapes, the floor points),
 #                            then the floor and the M = 4096 mKernel points
-#                            again with --launch threads
+#                            again with --launch serial (the default is
+#                            threads since session 16)
 #
 # Needs build/loom and build/tests/* (built there, or built elsewhere and
 # carried: then the nvidia-nccl wheel's lib directory must be on the
@@ -76,14 +77,14 @@ moe)
   ;;
 coll)
   t grid 420 bash bench/collective_grid.sh "$OUT/grid" "$n"
-  C="--gpus $n --check-tokens 16 --iters 100 --launch threads"
+  C="--gpus $n --check-tokens 16 --iters 100 --launch serial"
   for op in ag-gemm gemm-rs gemm-ar; do
     rows=256
     [ $op = ag-gemm ] && rows=$((256 / n))
-    t "floor-$op-threads" 30 $L $op $C --tokens $rows --hidden 128 --ffn 256
+    t "floor-$op-serial" 30 $L $op $C --tokens $rows --hidden 128 --ffn 256
   done
-  t mk-rs-4096-threads 40 $L gemm-rs $C --tokens 4096 --hidden 256 --ffn 4096
-  t mk-ar-4096-threads 40 $L gemm-ar $C --tokens 4096 --hidden 256 --ffn 4096
+  t mk-rs-4096-serial 40 $L gemm-rs $C --tokens 4096 --hidden 256 --ffn 4096
+  t mk-ar-4096-serial 40 $L gemm-ar $C --tokens 4096 --hidden 256 --ffn 4096
   ;;
 *)
   echo "bench/lease.sh: unknown '$what' (tests, moe or coll)" >&2

@@ -183,7 +183,7 @@ int cli_parse(int argc, char **argv, cli_options *o, char *err, size_t errlen) {
   o->weights = 0; /* out-in (PyTorch's layout) */
   o->check_tokens = 64;
   o->impl = CLI_IMPL_FUSED | CLI_IMPL_BASELINE;
-  o->launch = CLI_LAUNCH_SERIAL;
+  o->launch = CLI_LAUNCH_THREADS; /* as the baseline; docs/benchmark.md */
   o->rotate = 4;
   int i = 1;
   if (i < argc && argv[i][0] != '-') o->command = argv[i++];

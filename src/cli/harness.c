@@ -422,6 +422,20 @@ static int pre_iteration(cli_bench *b, int d, int it) {
 
 static const void *x_of(cli_bench *b, int d, int it) { return b->g[d].x[it % b->o->rotate]; }
 
+static double host_now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+}
+
+/* One timed forward of GPU d, its host time added to g->host_us. */
+static int timed_forward(cli_bench *b, int d, int it) {
+  const double t0 = host_now_us();
+  const int rc = b->op->forward(b, d, x_of(b, d, it), 0);
+  b->g[d].host_us += host_now_us() - t0;
+  return rc;
+}
+
 /* Fused: one host thread launches every GPU's forward of iteration `it`;
  * slot >= 0 brackets it with events. */
 static int fused_iteration(cli_bench *b, int it, int slot) {
@@ -430,7 +444,7 @@ static int fused_iteration(cli_bench *b, int it, int slot) {
     CLI_CUDA_OK(b, cudaSetDevice(d));
     if (slot >= 0 && pre_iteration(b, d, it) != 0) return -1;
     if (slot >= 0) CLI_CUDA_OK(b, cudaEventRecord(g->ev0[slot], g->stream));
-    if (b->op->forward(b, d, x_of(b, d, it), 0) != 0) return -1;
+    if ((slot >= 0 ? timed_forward(b, d, it) : b->op->forward(b, d, x_of(b, d, it), 0)) != 0) return -1;
     if (slot >= 0) CLI_CUDA_OK(b, cudaEventRecord(g->ev1[slot], g->stream));
   }
   return 0;
@@ -465,7 +479,7 @@ static int gpu_timing(cli_bench *b, int d) {
     for (int i = 0; i < n; i++) {
       if (pre_iteration(b, d, done + i) != 0) return -1;
       CLI_CUDA_OK(b, cudaEventRecord(g->ev0[i], g->stream));
-      if (b->op->forward(b, d, x_of(b, d, done + i), 0) != 0) return -1;
+      if (timed_forward(b, d, done + i) != 0) return -1;
       CLI_CUDA_OK(b, cudaEventRecord(g->ev1[i], g->stream));
     }
     CLI_CUDA_OK(b, cudaStreamSynchronize(g->stream));
@@ -534,6 +548,7 @@ double cli_bound_us(const cli_work *w, int n, const cli_ceilings *c) {
 }
 
 static int time_impl(cli_bench *b, cli_row *row) {
+  for (int d = 0; d < b->ngpu; d++) b->g[d].host_us = 0;
   const int rc = b->impl == CLI_FUSED ? time_fused(b) : time_baseline(b);
   if (rc != 0) return -1;
   double *us[CLI_MAX_GPUS];
@@ -554,9 +569,12 @@ static int time_impl(cli_bench *b, cli_row *row) {
   row->gbps = sec > 0 ? wire / b->ngpu / sec / 1e9 : 0;
   row->bound_us = cli_bound_us(need, b->ngpu, &b->ceil);
   row->pct_bound = row->med_us > 0 ? 100.0 * row->bound_us / row->med_us : 0;
+  for (int d = 0; d < b->ngpu; d++)
+    if (b->g[d].host_us / b->o->iters > row->host_us) row->host_us = b->g[d].host_us / b->o->iters;
   if (b->op->phases != NULL && b->op->phases(b, row) != 0) return -1;
   printf("  %-8s median %.1f us (min %.1f, max %.1f), %.1f TFLOP/s/GPU, %.1f%% of bound",
          row->impl, row->med_us, row->min_us, row->max_us, row->tflops, row->pct_bound);
+  printf(", host %.1f us a call", row->host_us);
   if (row->nphases > 0) {
     printf("; phases end at");
     for (int p = 0; p < row->nphases; p++)

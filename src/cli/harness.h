@@ -70,6 +70,9 @@ typedef struct {
   void *flush;              /* --flush-l2: overwritten before each timed iteration */
   size_t flush_bytes;
   double *us;               /* this GPU's time of each timed iteration */
+  double host_us;           /* host time inside the timed iterations' forward
+                               calls (argument checks, tensor maps, launch),
+                               summed */
   /* host, per token count: the sampled rows (--check-tokens of them) */
   float *xs;                /* [n x in_cols]: x, as the reference reads it */
   float *ys, *yref;         /* [n x out_cols]: y of the last verified forward, its reference */

@@ -56,6 +56,7 @@ int cli_write_json(FILE *f, const cli_run *run, const cli_row *rows, int n) {
         fprintf(f, "%s\"%s\": %.1f", p ? ", " : "", r->phase_names[p], r->phase_us[p]);
       fprintf(f, "}");
     }
+    if (r->host_us > 0) fprintf(f, ", \"host_us_per_call\": %.2f", r->host_us);
     fprintf(f, "}");
   }
   fprintf(f, "\n  ]\n}\n");

@@ -24,6 +24,8 @@ typedef struct {
   int nphases;                    /* phase_us[0 .. nphases) are set; 0: none */
   const char *const *phase_names; /* nphases names ("gate", ...) */
   double phase_us[CLI_MAX_PHASES]; /* phase ends, last iteration */
+  double host_us;                 /* host time of a forward call (the
+                                     slowest GPU's mean), 0: not measured */
 } cli_row;
 
 /* The ceilings of the bound and where each came from ("measured",

@@ -125,10 +125,10 @@ static void test_json(void) {
   const char *a3[] = {"loom", "moe"};
   CHECK(parse(&o, err, 2, a3) == 0 && o.json == NULL, "no --json by default");
   CHECK(o.impl == (CLI_IMPL_FUSED | CLI_IMPL_BASELINE) && o.rotate == 4 && o.flush_l2 == 0 &&
-            o.launch == CLI_LAUNCH_SERIAL && o.peak_tflops == 0 && o.nvlink_gbps == 0 && o.hbm_gbps == 0,
+            o.launch == CLI_LAUNCH_THREADS && o.peak_tflops == 0 && o.nvlink_gbps == 0 && o.hbm_gbps == 0,
         "benchmark defaults");
-  const char *a5[] = {"loom", "gemm-rs", "--launch", "threads"};
-  CHECK(parse(&o, err, 4, a5) == 0 && o.launch == CLI_LAUNCH_THREADS, "--launch threads");
+  const char *a5[] = {"loom", "gemm-rs", "--launch", "serial"};
+  CHECK(parse(&o, err, 4, a5) == 0 && o.launch == CLI_LAUNCH_SERIAL, "--launch serial");
   const char *a4[] = {"loom", "moe", "--impl", "baseline", "--flush-l2", "1", "--rotate", "8",
                       "--peak-tflops", "750.5", "--nvlink-gbps", "400", "--hbm-gbps", "4.2e3"};
   CHECK(parse(&o, err, 14, a4) == 0 && o.impl == CLI_IMPL_BASELINE && o.flush_l2 == 1 &&
@@ -154,8 +154,8 @@ static void test_json(void) {
   static const char *const phases[] = {"gate", "place", "dispatch", "experts", "combine"};
   cli_row rows[2] = {
       {8192, "fused", 2249.7, 2245.0, 2264.8, 122.2, 100.77, 44.8, 346.0, 15.38, 1.5, 5, phases,
-       {295, 349, 592, 2106, 2238}},
-      {8192, "baseline", 3374.5, 3300.0, 3400.0, 81.5, 100.0, 29.6, 346.0, 10.25, 0, 0, NULL, {0}}};
+       {295, 349, 592, 2106, 2238}, 0},
+      {8192, "baseline", 3374.5, 3300.0, 3400.0, 81.5, 100.0, 29.6, 346.0, 10.25, 0, 0, NULL, {0}, 0}};
   FILE *f = tmpfile();
   CHECK(f != NULL, "tmpfile");
   if (f == NULL) return;
@@ -220,6 +220,19 @@ static void test_json(void) {
       "  ]\n"
       "}\n";
   CHECK(strcmp(buf, want) == 0, "the JSON of `loom moe` is unchanged:\n%s", buf);
+  /* a measured host time per call follows the phases */
+  rows[0].host_us = 12.25;
+  FILE *g = tmpfile();
+  CHECK(g != NULL, "tmpfile");
+  if (g == NULL) return;
+  CHECK(cli_write_json(g, &run, rows, 2) == 0, "json written");
+  rewind(g);
+  const size_t m = fread(buf, 1, sizeof buf - 1, g);
+  buf[m] = 0;
+  fclose(g);
+  CHECK(strstr(buf, "\"combine\": 2238.0}, \"host_us_per_call\": 12.25},\n") &&
+            strstr(buf, "\"pct_of_bound\": 10.25}\n"),
+        "host time per call: %s", buf);
 }
 
 /* The harness's pure parts: the bound, the sampled rows, the time
