@@ -199,6 +199,7 @@ struct rs_side {
   static constexpr bool active = true;
   static constexpr bool has_done = true;
   static constexpr bool chunked = true; /* hop_params.n_chunk's task order */
+  static constexpr bool defer_done = !AR; /* hop_side_defer (reduce-scatter only: RESULTS session 16 (g)) */
   const rs_kparams *P;
   uint64_t epoch;
   rs_state *st; /* shared memory */

@@ -470,6 +470,20 @@ template <class S> struct hop_side_chunked<S, decltype((void)S::chunked, void())
   static constexpr bool value = S::chunked;
 };
 
+/* Whether a SIDE with has_done wants each task's done() one mainloop late
+ * (cooperative consumers): its `static constexpr bool defer_done`, false
+ * when it has none. done() fences at system scope after the tile's stores;
+ * called right after them, the fence waits for every store of the tile to
+ * reach its (remote) destination, with both consumer WGs held at the
+ * barrier before it. After the next task's mainloop those stores have long
+ * drained. The last task's done() comes after the loop. */
+template <class S, class = void> struct hop_side_defer {
+  static constexpr bool value = false;
+};
+template <class S> struct hop_side_defer<S, decltype((void)S::defer_done, void())> {
+  static constexpr bool value = S::defer_done;
+};
+
 /* Next task of this block, or 0 when done. Inside a group, tiles go in bands
  * of raster_m m-blocks: down the band's m-blocks first, then to the next
  * n-block, so the ~#SMs tiles in flight share a few A row blocks and B column
@@ -991,19 +1005,32 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
       }
     }
   } else if (CFG::ml == HOP_ML_COOP) { /* ---- both WGs on each task, one batch in flight ---- */
+    constexpr bool defer = SIDE::has_done && hop_side_defer<SIDE>::value;
+    hop_task pend;     /* defer: the task whose done() waits for the next mainloop */
+    int pending = 0;
     while (hop_sched_next<CFG, hop_side_chunked<SIDE>::value>(&sc, p, &t)) {
       /* a group's last m-block with <= 64 live rows: WG 1 has none (not
        * with split-K, whose reduction takes both WGs' partials) */
       const int idle = CFG::BM == 128 && p.split_k == 1 && t.m_blk * CFG::BM + row_off >= t.rows;
       const hop_gptrs gp = hop_group_ptrs(p, t); /* in flight during the mainloop */
       const int skipped = hop_mainloop_w1<CFG>(acc, sm, da0, db0, t, stage, phase, HOP_BAR_ORDER, 0, idle);
+      if (defer && pending) {
+        hop_task_done<CFG>(side, pend, wg);
+        pending = 0;
+      }
       if (p.split_k > 1) {
         hop_splitk_finish<CFG, ACT, OUT>(acc, p, sm, t, skipped, row_off, col_off);
       } else if (!skipped) {
         if (!idle) hop_epilogue_store<CFG, ACT, OUT, CFG::acc_regs>(acc, p, t, gp, stg, row_off, col_off, cmap_fenced);
-        hop_task_done<CFG>(side, t, wg);
+        if (defer) {
+          pend = t;
+          pending = 1;
+        } else {
+          hop_task_done<CFG>(side, t, wg);
+        }
       }
     }
+    if (defer && pending) hop_task_done<CFG>(side, pend, wg);
     /* TMA epilogue: the last tasks' stores are done before the block's
      * shared memory goes away (and before the launch counts as complete) */
     if (CFG::epi_tma) {
