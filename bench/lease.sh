@@ -7,8 +7,10 @@
 # goes into OUT/logs.tgz and only that and summary.txt stay.
 #
 #   bench/lease.sh tests N   the multi-GPU tests (collective GEMMs, MoE every
-#                            7th config, sequence, faults, exchange), then
-#                            torchrun of tests/python/dist_moe.py on N ranks
+#                            7th config, sequence, faults, exchange), with
+#                            test_collective loopback on the last GPU beside
+#                            them, then torchrun of tests/python/dist_moe.py
+#                            on N ranks and tests/python/run.py
 #   bench/lease.sh moe N     issue 11's points: E=32 k=2 H=F=2048 bf16 at
 #                            T = 4096, 8192, 16384 per GPU; fp32 at 16384;
 #                            the Qwen3-30B-A3B shape at 8192; decode E=64
@@ -58,6 +60,14 @@ L="./build/loom"
 case $what in
 tests)
   nvidia-smi >"$OUT/smi.txt" 2>&1
+  # the loopback worlds (2, 4, 8 ranks on one GPU) on the last GPU, beside
+  # the multi-GPU tests: neither is timed (session 16 ran them so)
+  (
+    s=$SECONDS
+    CUDA_VISIBLE_DEVICES=$((n - 1)) timeout 240 ./build/tests/test_collective loopback >"$OUT/coll-loop.log" 2>&1
+    echo "coll-loop rc=$? $((SECONDS - s))s | $(tail -1 "$OUT/coll-loop.log" | cut -c1-160)" >"$OUT/loop_rc.txt"
+  ) &
+  loop=$!
   t coll-multi 200 ./build/tests/test_collective multi
   t moe-multi 200 ./build/tests/test_moe multi --every 7
   t seq-multi 90 ./build/tests/test_sequence multi
@@ -65,6 +75,10 @@ tests)
   t exchange-multi 60 ./build/tests/test_exchange multi
   t dist-moe 150 env PYTHONPATH=python LOOM_LIBRARY="$PWD/build/libloom.so" \
     torchrun --nproc-per-node "$n" tests/python/dist_moe.py
+  wait $loop
+  cat "$OUT/loop_rc.txt" >>"$S" && rm -f "$OUT/loop_rc.txt"
+  t pytest 120 env PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 LOOM_LIBRARY="$PWD/build/libloom.so" \
+    LOOM_REFERENCE_LIBRARY="$PWD/build/python/libloom_ref.so" python3 tests/python/run.py
   ;;
 moe)
   M="$L moe --gpus $n"
