@@ -10,7 +10,8 @@
 #                            7th config, sequence, faults, exchange), with
 #                            test_collective loopback on the last GPU beside
 #                            them, then torchrun of tests/python/dist_moe.py
-#                            on N ranks and tests/python/run.py
+#                            on N ranks (and on 2 where N > 2) and
+#                            tests/python/run.py
 #   bench/lease.sh moe N     issue 11's points: E=32 k=2 H=F=2048 bf16 at
 #                            T = 4096, 8192, 16384 per GPU; fp32 at 16384;
 #                            the Qwen3-30B-A3B shape at 8192; decode E=64
@@ -75,6 +76,8 @@ tests)
   t exchange-multi 60 ./build/tests/test_exchange multi
   t dist-moe 150 env PYTHONPATH=python LOOM_LIBRARY="$PWD/build/libloom.so" \
     torchrun --nproc-per-node "$n" tests/python/dist_moe.py
+  [ "$n" -gt 2 ] && t dist-moe-2 150 env PYTHONPATH=python LOOM_LIBRARY="$PWD/build/libloom.so" \
+    torchrun --nproc-per-node 2 tests/python/dist_moe.py
   wait $loop
   cat "$OUT/loop_rc.txt" >>"$S" && rm -f "$OUT/loop_rc.txt"
   t pytest 120 env PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 LOOM_LIBRARY="$PWD/build/libloom.so" \
