@@ -368,14 +368,16 @@ loom_result_t loom_gemm_rs(loom_comm_t comm, const loom_gemm_args_t *args,
  *   c  [m x n]   act(sum over ranks s of a_s b_s^T), the same bits on every rank
  * A reduce-scatter (as loom_gemm_rs: rank o sums the partials of its rows in
  * rank order in fp32 and applies the activation) followed, tile by tile, by
- * an all-gather in which every rank reads the other ranks' finished rows
- * over NVLink. Rank o owns rows [o*q + min(o, m % R), ...), q = m / R,
+ * an all-gather in which every rank pushes its finished rows into the
+ * other ranks' workspaces over NVLink, and each copies them into its c.
+ * Rank o owns rows [o*q + min(o, m % R), ...), q = m / R,
  * one more row for the first m % R ranks: any m >= 1 is taken. Otherwise
  * the rules of loom_ag_gemm. On one rank it is the plain GEMM.
- *   bytes        [out] (nranks + 1) * ceil(m/nranks) * n * element size, each
- *                      part rounded up to 256 bytes (nranks > 1; 0 on one).
+ *   bytes        [out] (2 * nranks - 1) * ceil(m/nranks) * n * element size,
+ *                      each part rounded up to 256 bytes (nranks > 1; 0 on
+ *                      one). Before 2026-11-26: nranks + 1 parts.
  *   signal_slots [out] two per 128 x 128 tile of the ceil(m/nranks) x n
- *                      rows a rank owns, plus three (nranks > 1; 3 on one). */
+ *                      rows a rank owns, plus two (nranks > 1; 3 on one). */
 loom_result_t loom_gemm_ar_workspace_bytes(const loom_gemm_args_t *args, int nranks,
                                            size_t *bytes, int *signal_slots);
 loom_result_t loom_gemm_ar(loom_comm_t comm, const loom_gemm_args_t *args,
