@@ -476,7 +476,8 @@ template <class S> struct hop_side_chunked<S, decltype((void)S::chunked, void())
  * called right after them, the fence waits for every store of the tile to
  * reach its (remote) destination, with both consumer WGs held at the
  * barrier before it. After the next task's mainloop those stores have long
- * drained. The last task's done() comes after the loop. */
+ * drained. The last task's done() comes after the loop. The price: every
+ * signal arrives a mainloop later (docs/tile.md). */
 template <class S, class = void> struct hop_side_defer {
   static constexpr bool value = false;
 };
