@@ -1001,7 +1001,7 @@ static __device__ __forceinline__ void tr_piece(const loom_moe_params &p, const 
  * `first_dyn` (gw = warp * gridDim.x + block, nw: the grid's warps);
  * dynamic (dyn 1): tickets first_dyn + p.ticket[1]++ until the pieces run
  * out. U: 16-byte vectors in flight per lane (the producer warpgroup's
- * warps run at 40 registers: U = 4 there). The warp's cursor only moves
+ * warps run at MOE_PRODUCER_REGS registers: U = MOE_BG_U there). The warp's cursor only moves
  * forward: its pieces grow. */
 template <int U>
 static __device__ void moe_dispatch_warp(const loom_dev_comm &c, const loom_moe_params &p,
@@ -1098,11 +1098,18 @@ static __device__ __forceinline__ void store_tile(char *dst, size_t pitch, const
 }
 
 /* One expert-phase task from its ticket, for both engines (and both roles
- * of the Hopper one): every GEMM0 task (row tiles in local-expert order)
- * before every GEMM1 -- a GEMM1 then rarely waits for its tile's GEMM0s
- * (interleaving them per tile left about half the blocks waiting); nF / nH
- * tasks per row tile, n0 = GEMM0 tasks in all. A row tile is 128 rows of
- * one local expert's rows, from every source (moe.h). */
+ * of the Hopper one). The GEMM0 tasks run in order (local experts' row
+ * tiles in order, nF tasks a tile; n0 in all); local expert le's GEMM1
+ * tasks (nH a tile) come as one block right after GEMM0 task number
+ * X(le) = min(n0, (GEMM0 tasks of experts <= le) + W), W = p.g1_lag waves
+ * of the grid's blocks (p.g1_lag = 0: W = n0, every GEMM0 before every
+ * GEMM1, the order until session 17). A GEMM1 waits for its tile's nF
+ * GEMM0s (done0), which were taken at least W tickets before it: with W a
+ * wave or two they have mostly finished (interleaving per row tile, W =
+ * 0, left about half the blocks waiting). Starting GEMM1s while later
+ * experts' rows still arrive stretches the time the dispatch has for
+ * them. A row tile is 128 rows of one local expert's rows, from every
+ * source (moe.h). */
 struct moe_task {
   int gemm;    /* 0 or 1 */
   int s;       /* source of the tile's first row (trace; ret_row scans from it) */
@@ -1111,21 +1118,53 @@ struct moe_task {
   size_t row0; /* first row in the dispatch region / h of the tile */
 };
 
+/* Task o of one local expert's GEMM0 (ncol = nF) or GEMM1 (ncol = nH)
+ * tasks, over its nt row tiles, in bands of p.raster row tiles: a band's
+ * tiles take each column block in turn, so a column block of the weights
+ * is read from HBM once a band, not once a row tile. Row tile by row tile
+ * (raster 1, the order until session 17) streamed an expert's whole weight
+ * matrix per row tile wherever it does not stay in L2 (Mixtral's w1 is
+ * 235 MB an expert; the L2 is 50 MB). */
+static __device__ __forceinline__ void moe_raster(int o, int nt, int ncol, int raster, int *tl, int *nb) {
+  const int band = o / (raster * ncol), r = o - band * raster * ncol;
+  const int rows = min(raster, nt - band * raster);
+  *nb = r / rows;
+  *tl = band * raster + r % rows;
+}
+
+/* The ticket of local expert le's first GEMM1 task (see above). */
+static __device__ __forceinline__ int moe_g1_start(const moe_shared &sh, int le, int nF, int nH, int n0, int W) {
+  return min(n0, sh.tp[le + 1] * nF + W) + sh.tp[le] * nH;
+}
+
 static __device__ __forceinline__ moe_task moe_decode(const loom_dev_comm &c, const loom_moe_params &p,
-                                                      const moe_shared &sh, int ticket, int n0, int nF,
-                                                      int nH) {
+                                                      const moe_shared &sh, int ticket, int nF, int nH) {
   moe_task t;
-  const int El = p.El, R = p.R;
-  t.gemm = ticket >= n0;
-  const int tile_idx = t.gemm ? (ticket - n0) / nH : ticket / nF;
-  t.nb = t.gemm ? (ticket - n0) % nH : ticket % nF;
-  int lo = 0, hi = El - 1; /* last le with tp[le] <= tile_idx */
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (sh.tp[mid] <= tile_idx) lo = mid; else hi = mid - 1;
+  const int El = p.El, R = p.R, n0 = sh.tp[El] * nF;
+  const int W = p.g1_lag > 0 ? min(n0, p.g1_lag * (int)gridDim.x) : n0;
+  int m = 0, hi = El; /* the GEMM1 blocks that start at or before the ticket */
+  while (m < hi) {
+    const int mid = (m + hi + 1) / 2;
+    if (moe_g1_start(sh, mid - 1, nF, nH, n0, W) <= ticket) m = mid; else hi = mid - 1;
+  }
+  const int o = m > 0 ? ticket - moe_g1_start(sh, m - 1, nF, nH, n0, W) : 0;
+  t.gemm = m > 0 && o < (sh.tp[m] - sh.tp[m - 1]) * nH;
+  int lo;
+  if (t.gemm) {
+    lo = m - 1;
+    moe_raster(o, sh.tp[lo + 1] - sh.tp[lo], nH, p.raster, &t.tl, &t.nb);
+  } else {
+    const int g = ticket - sh.tp[m] * nH; /* GEMM0 task number */
+    const int tile_g = g / nF;            /* an expert's tasks are contiguous: its first tile's */
+    int l = 0, h = El - 1;                /* last le with tp[le] <= tile_g */
+    while (l < h) {
+      const int mid = (l + h + 1) / 2;
+      if (sh.tp[mid] <= tile_g) l = mid; else h = mid - 1;
+    }
+    lo = l;
+    moe_raster(g - sh.tp[lo] * nF, sh.tp[lo + 1] - sh.tp[lo], nF, p.raster, &t.tl, &t.nb);
   }
   t.le = lo;
-  t.tl = tile_idx - sh.tp[lo];
   const int base = sh.roff[lo]; /* source 0's first row = the expert's base */
   const int end = sh.roff[(R - 1) * El + lo] + sh.rc[(R - 1) * El + lo];
   const int r0 = base + t.tl * LOOM_MOE_BM;
@@ -1219,7 +1258,7 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
     __syncthreads();
     const int ticket = sh.value;
     if (ticket >= total) return 1;
-    const moe_task t = moe_decode(c, p, sh, ticket, sh.tp[El] * nF, nF, nH);
+    const moe_task t = moe_decode(c, p, sh, ticket, nF, nH);
     tr_open(call, sh, TR_WORK, t.gemm ? LOOM_MOE_TRACE_GEMM1 : LOOM_MOE_TRACE_GEMM0, t.s, t.le, t.tl, t.nb);
     tile_acc<PARTS> acc;
     if (t.gemm == 0) {
@@ -1320,6 +1359,24 @@ template <> struct moe_hop<TILE_TF32> { typedef hop_cfg<HOP_TF32, 128, 256, 4, H
 static_assert(MOE_HOP_THREADS <= LOOM_MOE_MAX_EXPERTS && moe_cfg::threads <= LOOM_MOE_MAX_EXPERTS,
               "place's slice sums [ns][E] (ns * E <= max(threads, E)) fit in 4 * MAX_EXPERTS bytes");
 #define MOE_HOP_BAR_PRODUCER 5 /* named barrier: the producer WG's four warps */
+/* The expert phase's register split (setmaxnreg, from the 168 a thread
+ * has at entry): the producer warpgroup's warps 2 and 3 copy the
+ * background dispatch pieces with MOE_BG_U 16-byte loads in flight per
+ * lane, so their registers set the background copy's rate (U = 4 at the
+ * engine's 40: ~1 GB/s a warp, session 12). The consumers' region of this
+ * kernel fits 224 without new spills (R206 the highest, 32 LDL/STL as at
+ * 232: bench/sass_region.sh), so the producer warpgroup gets 56 and
+ * U = 6 (U = 8 spilled around the loads at 56). Session 17, 4 GPUs:
+ * 56 / 224 / U = 6 beat 40 / 232 / U = 4 by 1.1-2.1% on the bf16 grid
+ * (fp32 at T = 16384: 0.6% slower) and 72 / 216 / U = 8 by 0-2%. */
+#ifndef MOE_PRODUCER_REGS
+#define MOE_PRODUCER_REGS 56
+#define MOE_CONSUMER_REGS 224
+#define MOE_BG_U 6
+#endif
+static_assert(MOE_PRODUCER_REGS * 128 + MOE_CONSUMER_REGS * 256 <= 168 * MOE_HOP_THREADS &&
+                  MOE_PRODUCER_REGS % 8 == 0 && MOE_CONSUMER_REGS % 8 == 0,
+              "the register split fits the block's 168 a thread (setmaxnreg granularity 8)");
 
 /* Task completion off the consumers' path. A finished task's counters
  * (task_done: a GPU- or system-scope fence, then atomics) are updated by a
@@ -1397,7 +1454,7 @@ template <class CFG>
 static __device__ int moe_hop_producer(const loom_dev_comm &c, const loom_moe_params &p,
                                        const moe_shared &sh, const hop_smem &sm,
                                        volatile int32_t *task_of, volatile int32_t *rec, const moe_maps &maps,
-                                       uint64_t epoch, int n0, int total, int nF, int nH, loom_wait_fail *fail) {
+                                       uint64_t epoch, int total, int nF, int nH, loom_wait_fail *fail) {
   uint32_t stage = 0, phase = 0;
   int m = 0; /* tasks started (the record ring's sequence) */
   const int hc = p.gated ? CFG::BN / 2 : CFG::BN; /* h columns of a GEMM0 task */
@@ -1407,7 +1464,7 @@ static __device__ int moe_hop_producer(const loom_dev_comm &c, const loom_moe_pa
     int ok = 1;
     moe_task t;
     if (ticket < total) {
-      t = moe_decode(c, p, sh, ticket, n0, nF, nH);
+      t = moe_decode(c, p, sh, ticket, nF, nH);
       ok = t.gemm == 0 ? loom_poll_count(c, moe_ready(c, p, t, epoch), (uint32_t)t.rows, t.s, LOOM_WAIT_ROWS,
                                          t.dep, fail)
                        : loom_poll_local_geq(c, &p.done0[t.dep], (uint32_t)nF, LOOM_WAIT_TILE_DEP, t.dep, fail);
@@ -1545,13 +1602,13 @@ static __device__ __forceinline__ void moe_sig_post(const moe_sig &sg, int n, in
 
 /* The signaler: one thread, at the producer's register budget. */
 static __device__ void moe_hop_signaler(const loom_dev_comm &c, const loom_moe_params &p, const moe_shared &sh,
-                                        const moe_sig &sg, uint64_t epoch, int n0, int nF, int nH) {
+                                        const moe_sig &sg, uint64_t epoch, int nF, int nH) {
   for (int n = 0;; n++) {
     const int slot = n % MOE_SIG;
     hop_mbar_wait(&sg.full[slot], (uint32_t)(n / MOE_SIG) & 1u);
     const int ticket = sg.ticket[slot];
     if (ticket < 0) return;
-    task_done(c, p, sh, moe_decode(c, p, sh, ticket, n0, nF, nH), nH, epoch);
+    task_done(c, p, sh, moe_decode(c, p, sh, ticket, nF, nH), nH, epoch);
     ptx_mbar_arrive(&sg.free[slot]);
   }
 }
@@ -1604,15 +1661,25 @@ static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_p
   }
 }
 
-/* Dispatch pieces the whole grid copies before the expert phase: one a
- * warp (12 672 rows over 132 SMs of 12 warps, ~50 MB at H = 2048 bf16);
- * the rest go out beside the GEMMs, on the producer warpgroup's warps 2
- * and 3 (U = 4 at 40 registers: ~1 GB/s a warp measured, a 32 KB piece in
- * ~31 us, bench/RESULTS.md session 12). Fewer up front (three rounds of
- * GEMM0 tasks, 792 pieces) starved the GEMMs: the background alone did not
- * keep up with them. */
-static __device__ __forceinline__ int moe_hop_fg_pieces(void) {
-  return (int)(gridDim.x * (MOE_HOP_THREADS / 32));
+/* Dispatch pieces the whole grid copies before the expert phase: those of
+ * the first p.fg_experts local experts (to every destination; pieces are
+ * numbered le-major), at most one a warp; p.fg_experts = 0: one a warp
+ * (12 672 rows over 132 SMs of 12 warps, ~50 MB at H = 2048 bf16, the
+ * share until session 17: it covered local experts 0-2 at once, so the
+ * first GEMM0 task waited until all three had landed). The rest go out
+ * beside the GEMMs, on the producer warpgroup's warps 2 and 3 (MOE_BG_U).
+ * Session 12 found fewer up front (792 pieces) starved the GEMMs; session
+ * 17 measured the first expert alone (~4 pieces an SM at T = 16384 on 4
+ * GPUs) 2.5-11% faster on the E = 32 grid, the Qwen3 shape and fp32, and
+ * decode as fast or faster (bench/RESULTS.md session 17).
+ * Every thread of every block computes the same number (sh.kept). */
+static __device__ int moe_hop_fg_pieces(const loom_moe_params &p, const moe_shared &sh) {
+  const int warps = (int)(gridDim.x * (MOE_HOP_THREADS / 32));
+  if (p.fg_experts <= 0) return warps;
+  int n = 0;
+  for (int le = 0; le < min(p.fg_experts, p.El); le++)
+    for (int d = 0; d < p.R; d++) n += (sh.kept[d * p.El + le] + MOE_DSUB - 1) / MOE_DSUB;
+  return min(n, warps);
 }
 
 /* The phase. All MOE_HOP_THREADS threads call it; the dynamic shared memory
@@ -1620,7 +1687,7 @@ static __device__ __forceinline__ int moe_hop_fg_pieces(void) {
 template <int MATH>
 static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_params &p,
                                         const loom_moe_call &call, moe_shared &sh, uint64_t epoch,
-                                        uint8_t *smem, const moe_maps &maps) {
+                                        uint8_t *smem, const moe_maps &maps, int fg) {
   typedef typename moe_hop<MATH>::cfg CFG;
   constexpr int DT = math_dtype<MATH>::dt;
   static_assert(CFG::threads == MOE_HOP_THREADS, "block = 2 consumer WGs + the producer WG");
@@ -1647,24 +1714,24 @@ static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_p
   const int hc = p.gated ? CFG::BN / 2 : CFG::BN;
   const int nF = (p.F + hc - 1) / hc, nH = (p.H + CFG::BN - 1) / CFG::BN;
   const int ntl = sh.tp[p.El];
-  const int n0 = ntl * nF, total = n0 + ntl * nH;
+  const int total = ntl * (nF + nH);
   const int wg = threadIdx.x / 128;
   int failed = 0;
   if (wg == 2) {
     loom_wait_fail fail;
-    ptx_setmaxnreg_dec<CFG::producer_regs>();
+    ptx_setmaxnreg_dec<MOE_PRODUCER_REGS>();
     if ((threadIdx.x & 127) == 0)
-      failed = moe_hop_producer<CFG>(c, p, sh, sm, task_of, rec, maps, epoch, n0, total, nF, nH, &fail);
+      failed = moe_hop_producer<CFG>(c, p, sh, sm, task_of, rec, maps, epoch, total, nF, nH, &fail);
     else if ((threadIdx.x & 127) == 32)
-      moe_hop_signaler(c, p, sh, sg, epoch, n0, nF, nH);
+      moe_hop_signaler(c, p, sh, sg, epoch, nF, nH);
     else if ((threadIdx.x & 127) >= 64)
-      moe_dispatch_warp<4>(c, p, call, sh, moe_hop_fg_pieces(), 1); /* warps 2, 3: the pieces
+      moe_dispatch_warp<MOE_BG_U>(c, p, call, sh, fg, 1); /* warps 2, 3: the pieces
                                                                                phase_dispatch left */
     ptx_named_bar_sync(MOE_HOP_BAR_PRODUCER, 128); /* the whole WG back together */
     ptx_setmaxnreg_inc<CFG::entry_regs>();
     if (failed) loom_wait_settle(c, fail); /* out of line: only at the full budget */
   } else {
-    ptx_setmaxnreg_inc<CFG::consumer_regs>();
+    ptx_setmaxnreg_inc<MOE_CONSUMER_REGS>();
     moe_hop_consumer<CFG, DT>(c, p, call, sh, sm, task_of, rec, sg, epoch, wg);
     ptx_setmaxnreg_dec<CFG::entry_regs>();
   }
@@ -1842,11 +1909,11 @@ __global__ void __launch_bounds__(HOP ? MOE_HOP_THREADS : moe_cfg::threads, moe_
     if (barrier2) tr_close(p, call, sh, TR_WAIT);
     if (barrier2 && placed && moe_counts(c, p, call, sh, epoch)) {
       int limit = -1; /* every piece here (the mma.sync variant) */
-      if constexpr (HOP) limit = moe_hop_fg_pieces();
+      if constexpr (HOP) limit = moe_hop_fg_pieces(p, sh);
       phase_dispatch(c, p, call, sh, limit);
       phase_mark(p, 2, t0);
       int ok;
-      if constexpr (HOP) ok = phase_experts_hop<MATH>(c, p, call, sh, epoch, smem, maps);
+      if constexpr (HOP) ok = phase_experts_hop<MATH>(c, p, call, sh, epoch, smem, maps, limit);
       else ok = phase_experts<MATH, PARTS>(c, p, call, sh, epoch, smem);
       if (ok) {
         phase_mark(p, 3, t0);
@@ -1956,8 +2023,27 @@ static int use_hopper(const loom_moe_params *p) {
   return !forced && p->wlayout == LOOM_WEIGHTS_OUT_IN && !(p->dtype == LOOM_FP32 && p->math == LOOM_MATH_FP32);
 }
 
+/* The expert phase's task order and foreground dispatch share (moe_decode,
+ * moe_hop_fg_pieces, moe_raster). LOOM_MOE_LAG / LOOM_MOE_FG /
+ * LOOM_MOE_RASTER in the environment override them (diagnostic, for A/B
+ * runs in one binary: docs/moe.md); LOOM_MOE_LAG=0 is every GEMM0 first,
+ * LOOM_MOE_FG=0 one piece a warp, LOOM_MOE_RASTER=1 row tile by row tile. */
+#define MOE_G1_LAG 0
+#define MOE_FG_EXPERTS 1
+#define MOE_RASTER 8 /* row tiles a band (moe_raster) */
+static int moe_env_int(const char *name, int dflt) {
+  const char *v = getenv(name);
+  return v != NULL && *v != '\0' ? atoi(v) : dflt;
+}
+
 extern "C" cudaError_t loom_moe_plan_create(const loom_dev_comm *c, loom_moe_params *p, loom_moe_plan **out) {
   *out = NULL;
+  const int lag = moe_env_int("LOOM_MOE_LAG", MOE_G1_LAG);
+  p->g1_lag = lag > 0 ? lag : 0;
+  const int fg = moe_env_int("LOOM_MOE_FG", MOE_FG_EXPERTS);
+  p->fg_experts = fg > 0 ? fg : 0;
+  const int raster = moe_env_int("LOOM_MOE_RASTER", MOE_RASTER);
+  p->raster = raster > 0 ? raster : 1;
   loom_moe_plan *pl = new (std::nothrow) loom_moe_plan; /* aligned new: the maps are 64-aligned */
   if (pl == NULL) return cudaErrorMemoryAllocation;
   const int hop = use_hopper(p);
