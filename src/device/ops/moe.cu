@@ -1001,8 +1001,8 @@ static __device__ __forceinline__ void tr_piece(const loom_moe_params &p, const 
  * `first_dyn` (gw = warp * gridDim.x + block, nw: the grid's warps);
  * dynamic (dyn 1): tickets first_dyn + p.ticket[1]++ until the pieces run
  * out. U: 16-byte vectors in flight per lane (the producer warpgroup's
- * warps run at MOE_PRODUCER_REGS registers: U = MOE_BG_U there). The warp's cursor only moves
- * forward: its pieces grow. */
+ * warps run at MOE_PRODUCER_REGS registers: U = MOE_BG_U there). The
+ * warp's cursor only moves forward: its pieces grow. */
 template <int U>
 static __device__ void moe_dispatch_warp(const loom_dev_comm &c, const loom_moe_params &p,
                                          const loom_moe_call &call, const moe_shared &sh, int first_dyn,
@@ -1098,18 +1098,19 @@ static __device__ __forceinline__ void store_tile(char *dst, size_t pitch, const
 }
 
 /* One expert-phase task from its ticket, for both engines (and both roles
- * of the Hopper one). The GEMM0 tasks run in order (local experts' row
- * tiles in order, nF tasks a tile; n0 in all); local expert le's GEMM1
- * tasks (nH a tile) come as one block right after GEMM0 task number
- * X(le) = min(n0, (GEMM0 tasks of experts <= le) + W), W = p.g1_lag waves
- * of the grid's blocks (p.g1_lag = 0: W = n0, every GEMM0 before every
- * GEMM1, the order until session 17). A GEMM1 waits for its tile's nF
- * GEMM0s (done0), which were taken at least W tickets before it: with W a
- * wave or two they have mostly finished (interleaving per row tile, W =
- * 0, left about half the blocks waiting). Starting GEMM1s while later
- * experts' rows still arrive stretches the time the dispatch has for
- * them. A row tile is 128 rows of one local expert's rows, from every
- * source (moe.h). */
+ * of the Hopper one). The GEMM0 tasks run local expert by local expert
+ * (nF tasks a row tile, an expert's tiles in moe_raster's order; n0 in
+ * all); local expert le's GEMM1 tasks (nH a tile, the same order) come as
+ * one block right after GEMM0 task number X(le) = min(n0, (GEMM0 tasks of
+ * experts <= le) + W), W = p.g1_lag waves of the grid's blocks. p.g1_lag =
+ * 0 (the default): W = n0, every GEMM0 before every GEMM1. A GEMM1 waits
+ * for its tile's nF GEMM0s (done0), taken at least W tickets before it;
+ * GEMM1s interleaved per row tile (before session 12) left about half the
+ * blocks waiting. A lag starts GEMM1s while later experts' rows still
+ * arrive, giving the dispatch more time; measured slower at every lag in
+ * session 17 (those GEMM1s' NVLink stores compete with the dispatch). A
+ * row tile is 128 rows of one local expert's rows, from every source
+ * (moe.h). */
 struct moe_task {
   int gemm;    /* 0 or 1 */
   int s;       /* source of the tile's first row (trace; ret_row scans from it) */
