@@ -8,7 +8,6 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -87,12 +86,6 @@ out:
   return rc;
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Every GPU copies LINK_BYTES to every other GPU at once (copy engines, a
  * stream per pair, peer access on): egress per GPU = (n-1) * LINK_BYTES
  * over the wall time of the slowest, best of CEILING_REPS. */
@@ -123,7 +116,7 @@ static int measure_nvlink(cli_bench *b) {
   for (int r = -1; r < CEILING_REPS; r++) {
     for (int d = 0; d < n; d++)
       if (cudaSetDevice(d) || cudaDeviceSynchronize()) goto out;
-    const double t0 = now_s();
+    const double t0 = cli_now_s();
     for (int d = 0; d < n; d++) {
       if (cudaSetDevice(d)) goto out;
       for (int p = 0; p < n; p++) {
@@ -136,7 +129,7 @@ static int measure_nvlink(cli_bench *b) {
     }
     for (int d = 0; d < n; d++)
       if (cudaSetDevice(d) || cudaDeviceSynchronize()) goto out;
-    const double t = now_s() - t0;
+    const double t = cli_now_s() - t0;
     if (r >= 0 && t < best) best = t;
   }
   b->ceil.nvlink_gbps = (double)(n - 1) * LINK_BYTES / best / 1e9;
@@ -171,7 +164,7 @@ static int measure_nvlink_nccl(cli_bench *b, double *gbps) {
   for (int r = -1; r < CEILING_REPS; r++) {
     for (int d = 0; d < n; d++)
       if (cudaSetDevice(d) || cudaDeviceSynchronize()) goto out;
-    const double t0 = now_s();
+    const double t0 = cli_now_s();
     if (ncclGroupStart() != ncclSuccess) goto out;
     int bad = 0;
     for (int d = 0; d < n; d++)
@@ -179,7 +172,7 @@ static int measure_nvlink_nccl(cli_bench *b, double *gbps) {
     if ((ncclGroupEnd() != ncclSuccess) | bad) goto out;
     for (int d = 0; d < n; d++)
       if (cudaSetDevice(d) || cudaStreamSynchronize(b->g[d].stream)) goto out;
-    const double t = now_s() - t0;
+    const double t = cli_now_s() - t0;
     if (r >= 0 && t < best) best = t;
   }
   *gbps = (double)(n - 1) * LINK_BYTES / best / 1e9;

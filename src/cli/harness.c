@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "host/internal.h"
@@ -53,6 +54,12 @@ void cli_fill_random(float *dst, size_t n, float scale, int kind, int64_t index,
   rng_t r = rng_make((uint64_t)kind, (uint64_t)index, salt);
   for (size_t i = 0; i < n; i++) dst[i] = rng_sym(&r) * scale;
   ref_round_array(dst, n, (int)t);
+}
+
+double cli_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* ---- threads ---------------------------------------------------------------- */
@@ -422,17 +429,11 @@ static int pre_iteration(cli_bench *b, int d, int it) {
 
 static const void *x_of(cli_bench *b, int d, int it) { return b->g[d].x[it % b->o->rotate]; }
 
-static double host_now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
-}
-
 /* One timed forward of GPU d, its host time added to g->host_us. */
 static int timed_forward(cli_bench *b, int d, int it) {
-  const double t0 = host_now_us();
+  const double t0 = cli_now_s();
   const int rc = b->op->forward(b, d, x_of(b, d, it), 0);
-  b->g[d].host_us += host_now_us() - t0;
+  b->g[d].host_us += (cli_now_s() - t0) * 1e6;
   return rc;
 }
 

@@ -197,6 +197,10 @@ int cli_upload_random(const cli_bench *b, int d, void *dev, float *host, size_t 
 #define CLI_X_CHUNK_ROWS 256
 void cli_x_chunk(const cli_bench *b, int gpu, int t0, int n, float *out);
 
+/* Seconds on the monotonic clock (host-side timing: ceilings, the host
+ * time of forward calls). */
+double cli_now_s(void);
+
 /* Run fn(ctx, 0..n) on up to `threads` threads (the caller is one of them).
  * Returns -1 if any call did. */
 typedef int (*cli_task_fn)(void *ctx, int i);
