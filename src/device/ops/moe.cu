@@ -245,47 +245,79 @@ static __device__ __forceinline__ float act_apply(int act, float v) {
 
 /* ---- phase 1: gate ------------------------------------------------------------- */
 
-/* Warp-wide top-k over lg[0..E) (float logits in shared memory) in the
- * gate's order (topk.cuh: NaN lowest, ties to the lower index), so the k ids
- * are always distinct; then softmax weights; lane j < K ends up holding
- * choice j. A token with a non-finite logit gets NaN weights (loom.h).
- * Writes ids/weights for token t, and the ids to pick[0, K) (shared). */
-static __device__ void gate_token(const loom_moe_params &p, const float *lg, int t, int lane, int *pick) {
+/* Top-k and softmax weights of a warp's tokens of a tile: tokens a = warp
+ * + i nwarps (i < GATE_TPW, a < n) of the tile starting at token t0, logits
+ * lg[a * E + e] (floats in shared memory). Ranked in the gate's order
+ * (topk.cuh: NaN lowest, ties to the lower index), so the k ids are always
+ * distinct: each choice is a warp max over the lanes' best keys
+ * (topk_key, lane l holds experts l + 32q) and a warp min over the tied
+ * indices, the tokens' chains interleaved (one token at a time left the
+ * warp waiting on shuffle and fp64 latency: ~5 us a 32-token tile at
+ * E = 32, k = 2 and ~17 us at E = 128, k = 8 on an H100, session 18).
+ * Then softmax weights with max = the first choice, in fp64, the chosen
+ * ones added as one fixed-order warp sum. A token with a non-finite logit
+ * gets NaN weights (loom.h). Writes ids / weights of token t0 + a, and the
+ * ids to pick[a * K + j] (shared). */
+#define GATE_TPW 4 /* tokens a warp at most: 32-token tiles, >= 8 warps */
+static __device__ void gate_tokens(const loom_moe_params &p, const float *lg, int t0, int n, int warp,
+                                   int nwarps, int lane, int *pick) {
   const int E = p.E, K = p.K;
-  uint32_t taken = 0; /* bit q: expert lane + 32q chosen (E <= 1024) */
-  int bad = 0;
-  for (int e = lane; e < E; e += 32) bad |= !isfinite(lg[e]);
-  bad = __any_sync(0xffffffffu, bad);
-  int my_id = 0;
-  float my_val = 0.f;
+  uint32_t taken[GATE_TPW]; /* bit q: expert lane + 32q chosen (E <= 1024) */
+  int bad[GATE_TPW], my_id[GATE_TPW];
+  float my_val[GATE_TPW];
+#pragma unroll
+  for (int i = 0; i < GATE_TPW; i++) {
+    const int a = warp + i * nwarps;
+    taken[i] = 0;
+    my_id[i] = 0;
+    my_val[i] = 0.f;
+    bad[i] = 0;
+    if (a >= n) continue; /* warp-uniform, as below */
+    int b = 0;
+    for (int e = lane; e < E; e += 32) b |= !isfinite(lg[a * E + e]);
+    bad[i] = __any_sync(0xffffffffu, b);
+  }
   for (int j = 0; j < K; j++) {
-    float best = 0.f;
-    int besti = E;
-    for (int e = lane, q = 0; e < E; e += 32, q++) {
-      const float v = lg[e];
-      if (!(taken >> q & 1u) && topk_above(v, e, best, besti, E)) { best = v; besti = e; }
+#pragma unroll
+    for (int i = 0; i < GATE_TPW; i++) {
+      const int a = warp + i * nwarps;
+      if (a >= n) continue;
+      unsigned best = 0u; /* no candidate */
+      int besti = E;
+      for (int e = lane, q = 0; e < E; e += 32, q++) {
+        const unsigned k = topk_key(lg[a * E + e]);
+        if (!(taken[i] >> q & 1u) && k > best) { best = k; besti = e; } /* ties: the lower q */
+      }
+      const unsigned top = __reduce_max_sync(0xffffffffu, best); /* >= 1: K <= E leaves one untaken */
+      const int id = (int)__reduce_min_sync(0xffffffffu, best == top ? (unsigned)besti : 0xffffffffu);
+      if ((id & 31) == lane) taken[i] |= 1u << (id >> 5);
+      if (lane == j) {
+        my_id[i] = id;
+        my_val[i] = lg[a * E + id];
+      }
     }
-    besti = topk_warp_pick(&best, besti, E); /* < E: K <= E leaves one untaken */
-    if ((besti & 31) == lane) taken |= 1u << (besti >> 5);
-    if (lane == j) { my_id = besti; my_val = best; }
   }
-  /* softmax over all experts with max = the first choice, in fp64; the
-   * chosen ones are added as one fixed-order warp sum */
-  const double m = (double)__shfl_sync(0xffffffffu, my_val, 0);
-  double rest = 0.0;
-  for (int e = lane, q = 0; e < E; e += 32, q++)
-    if (!(taken >> q & 1u)) rest += exp((double)lg[e] - m);
-  const double pj = lane < K ? exp((double)my_val - m) : 0.0;
-  double sel = pj;
-  for (int o = 16; o > 0; o >>= 1) {
-    rest += __shfl_xor_sync(0xffffffffu, rest, o);
-    sel += __shfl_xor_sync(0xffffffffu, sel, o);
-  }
-  if (lane < K) {
-    const double w = p.normalize ? pj / sel : pj / (rest + sel);
-    p.ids[(size_t)t * K + lane] = my_id;
-    pick[lane] = my_id;
-    p.wts[(size_t)t * K + lane] = bad ? __int_as_float(0x7fc00000) : (float)w;
+#pragma unroll
+  for (int i = 0; i < GATE_TPW; i++) {
+    const int a = warp + i * nwarps;
+    if (a >= n) break; /* warp-uniform */
+    const double m = (double)__shfl_sync(0xffffffffu, my_val[i], 0);
+    double rest = 0.0;
+    for (int e = lane, q = 0; e < E; e += 32, q++)
+      if (!(taken[i] >> q & 1u)) rest += exp((double)lg[a * E + e] - m);
+    const double pj = lane < K ? exp((double)my_val[i] - m) : 0.0;
+    double sel = pj;
+    for (int o = 16; o > 0; o >>= 1) {
+      rest += __shfl_xor_sync(0xffffffffu, rest, o);
+      sel += __shfl_xor_sync(0xffffffffu, sel, o);
+    }
+    if (lane < K) {
+      const size_t t = (size_t)t0 + a;
+      const double w = p.normalize ? pj / sel : pj / (rest + sel);
+      p.ids[t * K + lane] = my_id[i];
+      pick[a * K + lane] = my_id[i];
+      p.wts[t * K + lane] = bad[i] ? __int_as_float(0x7fc00000) : (float)w;
+    }
   }
 }
 
@@ -339,43 +371,54 @@ template <int DT> struct vec8 {
  * 32 x GATE_EP partial goes to shared memory and the nw partials are summed
  * in warp order, so the result is a fixed function of the inputs and the
  * block size. Experts past E and tokens past t1 contribute zeros and are not
- * written. All threads call it; red holds blockDim.x / 32 x
- * gate_warp_bytes(p.gate_depth, es) (the rings, then the partials).
+ * written.
  *
- * Speed (docs/moe.md "Gate and place, session 5"): the MMAs alone would
- * take 8.3 us per 32 x 32 x 2048 (16 clocks per m16n8k16 per SM, measured);
- * a 32-token tile at E = 32 took ~25 us with one chunk per warp loaded into
- * registers (logits and top-k), ~23 us with the shared-memory ring below
- * (session 9): what is left is the fp64 work, the DMMAs and the bf16 ->
- * fp64 conversions feeding them (docs/moe.md). Loading the next chunk into
- * registers before this chunk's MMAs spilled and was slower. GATE_NB = 2 (16 experts a pass, half the
- * accumulators of 32) is what keeps the loop out of local memory under the
- * 384-thread kernel's 168-register cap. */
+ * The stream: a block's gate work is a sequence of units (gate_seq), a
+ * unit being one pass over one tile, and each warp streams the chunks of
+ * all its units through its ring in that order, p.gate_depth ahead: the
+ * next pass's and the next tile's first chunks load while this pass's last
+ * ones are multiplied, its partials summed and the tile's top-k runs
+ * (until session 18 every pass started with an empty ring).
+ *
+ * Speed: the fp64 pipe is the limit. A DMMA m16n8k16 takes 16 clocks of
+ * an SM (8.3 us per 32 x 32 x 2048, session 5), and the bf16 -> fp64
+ * conversions feeding it (F2F, 16 a clock per SM; 48 a lane per 8 DMMAs
+ * here) appear to share that pipe: a 16-expert pass of a 32-token tile
+ * takes ~8.2 us against 4.1 us of DMMAs, the same with the stream as
+ * without (session 18 trace; the stream saved ~1 us a tile). Loading the
+ * next chunk into registers before this chunk's MMAs spilled and was
+ * slower (session 9). GATE_NB = 2 (16 experts a pass, half the
+ * accumulators of 32) keeps the loop out of local memory under the
+ * 384-thread kernel's 168-register cap; 32-expert passes that read their
+ * operands from the ring just before the MMAs (no spill, a third fewer
+ * conversions) were slower, 17.8 against 16.6 us a tile (session 18). */
 #define GATE_CHUNK 32 /* hidden values per warp step: 4 lanes x 8 */
 #define GATE_NB 2      /* n8 blocks of experts per pass (register budget) */
 #define GATE_EP (8 * GATE_NB) /* experts per pass */
-static __host__ __device__ constexpr size_t gate_scratch_bytes(int warps) {
-  return (size_t)warps * 32 * 32 * sizeof(double);
-}
 static_assert(LOOM_MOE_TT == 32 && LOOM_MOE_DIM_ALIGN % GATE_CHUNK == 0 && GATE_EP <= 32,
               "gate: 2 m16 blocks of tokens; hidden is whole chunks; a pass's partials fit");
+/* The gate's dynamic shared memory (sized by plan_parts): the tile's
+ * logits, the warps' partials of a pass (after the logits: a tile's
+ * picks), then the warps' rings. */
+static __host__ __device__ constexpr size_t gate_lg_bytes(int E) {
+  return (((size_t)LOOM_MOE_TT * E + 3) & ~(size_t)3) * sizeof(float); /* 16-byte multiple */
+}
+static __host__ __device__ constexpr size_t gate_part_bytes(int warps) {
+  return (size_t)warps * 32 * GATE_EP * sizeof(double);
+}
 /* The gate ring: each warp streams its chunks through its own ring of
- * p.gate_depth slots in shared memory with cp.async, so gate_depth chunks
- * are in flight per warp and none of them sits in registers. A slot holds the
- * 16-byte pieces of one chunk in [piece][lane] order: x rows g, g + 8,
- * g + 16, g + 24 of the tile, then (OUT_IN weights) the pass's expert rows
- * e0 + 8n + g; fp32 takes two pieces per vec8. A warp reads a piece as 512
- * contiguous bytes (no bank conflict) and each lane reads only the pieces
- * it copied itself, so cp.async.wait_group is the only ordering needed.
- * The rings share the space of the pass's partials (`red`): a barrier
- * separates the last ring read from the first partial write. */
+ * p.gate_depth slots with cp.async, so gate_depth chunks are in flight per
+ * warp and none of them sits in registers. A slot holds the 16-byte pieces
+ * of one chunk in [piece][lane] order: x rows g, g + 8, g + 16, g + 24 of
+ * the tile, then (OUT_IN weights) the pass's expert rows e0 + 8n + g; fp32
+ * takes two pieces per vec8. A warp reads a piece as 512 contiguous bytes
+ * (no bank conflict) and each lane reads only the pieces it copied itself,
+ * so cp.async.wait_group is the only ordering needed. */
 static __host__ __device__ constexpr int gate_slot_bytes(int es) {
   return (4 + GATE_NB) * (es == 4 ? 2 : 1) * 32 * 16;
 }
-static __host__ __device__ constexpr size_t gate_warp_bytes(int depth, int es) {
-  return (size_t)depth * gate_slot_bytes(es) > 32 * 32 * sizeof(double)
-             ? (size_t)depth * gate_slot_bytes(es)
-             : 32 * 32 * sizeof(double);
+static __host__ __device__ constexpr size_t gate_ring_bytes(int depth, int es) { /* one warp's */
+  return (size_t)depth * gate_slot_bytes(es);
 }
 #define GATE_MAX_DEPTH 4
 /* cp.async.wait_group takes an immediate: until at most n groups are pending */
@@ -389,135 +432,168 @@ static __device__ __forceinline__ void gate_wait_pending(int n) {
 }
 static_assert(GATE_MAX_DEPTH - 1 == 3, "gate_wait_pending covers 0 .. GATE_MAX_DEPTH - 1");
 
+/* A block's gate units in order: tiles tile0 + k tstride (k < ntl, every
+ * one < the call's tiles), each in passes pass0 .. pass0 + np - 1; unit
+ * q = k np + (pass - pass0). A warp's chunk j of the stream is chunk
+ * j % nc of unit j / nc (nc: the warp's chunks a unit). */
+struct gate_seq {
+  int tile0, tstride, ntl, pass0, np;
+};
+
+/* Chunk j of this warp's stream into ring slot j % D as one commit group;
+ * past the stream's end an empty group, so exactly D groups are pending
+ * before each read. `ring` is this lane's 16-byte column of the warp's
+ * ring. */
 template <int DT>
-static __device__ void gate_logits_tile(const loom_moe_params &p, const void *x, int t0, int t1, int e_lo,
-                                        int e_hi, float *lg, double *red) {
+static __device__ __forceinline__ void gate_issue(const loom_moe_params &p, const void *x, int T,
+                                                  const gate_seq &s, int nc, char *ring, int D, int j) {
+  constexpr int es = DT == LOOM_FP32 ? 4 : 2;
+  constexpr int NV = vec8<DT>::n; /* 16-byte pieces per vec8 */
+  const int q = nc > 0 ? j / nc : 0, k = q / s.np;
+  if (nc > 0 && k < s.ntl) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+    const int E = p.E, H = p.H;
+    const int t0 = (s.tile0 + k * s.tstride) * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
+    const int e0 = (s.pass0 + q - k * s.np) * GATE_EP;
+    const int hl = warp * GATE_CHUNK + (j - q * nc) * (int)(blockDim.x >> 5) * GATE_CHUNK + 8 * tq;
+    char *sl = ring + (size_t)(j % D) * gate_slot_bytes(es);
+#pragma unroll
+    for (int m = 0; m < 4; m++) {
+      const int t = t0 + 8 * m + g; /* rows past t1: zeros, never read */
+      const char *src = (const char *)x + ((size_t)(t < t1 ? t : t0) * H + hl) * es;
+#pragma unroll
+      for (int v = 0; v < NV; v++) cp_async16(sl + (m * NV + v) * 512, src + 16 * v, t < t1);
+    }
+    if (p.wlayout == LOOM_WEIGHTS_OUT_IN) { /* wg [E x H]: the eight are contiguous; experts past E: zeros */
+#pragma unroll
+      for (int n = 0; n < GATE_NB; n++) {
+        const int e = e0 + 8 * n + g;
+        const char *src = (const char *)p.wg + ((size_t)(e < E ? e : 0) * H + hl) * es;
+#pragma unroll
+        for (int v = 0; v < NV; v++) cp_async16(sl + ((4 + n) * NV + v) * 512, src + 16 * v, e < E);
+      }
+    }
+  }
+  cp_async_commit();
+}
+
+/* The first D chunks of this warp's stream; and, after its last unit, the
+ * wait for the (empty) groups still pending. */
+template <int DT>
+static __device__ __forceinline__ void gate_stream_begin(const loom_moe_params &p, const void *x, int T,
+                                                         const gate_seq &s, int nc, char *ring) {
+  for (int j = 0; j < p.gate_depth; j++) gate_issue<DT>(p, x, T, s, nc, ring, p.gate_depth, j);
+}
+static __device__ __forceinline__ void gate_stream_end(void) { cp_async_wait<0>(); }
+
+/* Unit q of the stream s: the logits of its tile's tokens [t0, t1) for
+ * experts [e0, min(E, e0 + GATE_EP)), into lg[(t - t0) * E + e]. Its
+ * chunks are in the ring or on their way (gate_stream_begin, then each
+ * unit's loop issues D chunks ahead, into the next units). All threads
+ * call it; red holds the warps' partials (gate_part_bytes). */
+template <int DT>
+static __device__ void gate_logits_unit(const loom_moe_params &p, const void *x, int T, const gate_seq &s,
+                                        int q, int nc, char *ring, float *lg, double *red) {
   const int E = p.E, H = p.H;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
   const int g = lane >> 2, tq = lane & 3;
   const int out_in = p.wlayout == LOOM_WEIGHTS_OUT_IN;
-  const int step = nw * GATE_CHUNK;
   constexpr int es = DT == LOOM_FP32 ? 4 : 2;
-  constexpr int NV = vec8<DT>::n; /* 16-byte pieces per vec8 */
+  constexpr int NV = vec8<DT>::n;
   const int D = p.gate_depth;
-  char *ring = (char *)red + (size_t)warp * gate_warp_bytes(D, es) + lane * 16;
-  /* this warp's chunks: hidden h0 = 32 warp + i step, i < nc */
-  const int nc = warp * GATE_CHUNK < H ? (H - warp * GATE_CHUNK + step - 1) / step : 0;
+  const int k = q / s.np;
+  const int t0 = (s.tile0 + k * s.tstride) * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
+  const int e0 = (s.pass0 + q - k * s.np) * GATE_EP, e_hi = min(E, e0 + GATE_EP);
   /* m16 blocks of tokens with a live row: a tile of <= 16 tokens (decode)
    * skips the second block's conversions and MMAs (its rows are zeros, and
    * the same sums result for the live rows) */
   const int mbs = t1 - t0 > 16 ? 2 : 1;
-  for (int e0 = e_lo; e0 < e_hi; e0 += GATE_EP) {
-    /* chunk i into slot i % D as one commit group (an empty one past nc,
-     * so exactly D groups are pending before each read) */
-    auto issue = [&](int i) {
-      if (i < nc) {
-        const int hl = warp * GATE_CHUNK + i * step + 8 * tq;
-        char *s = ring + (size_t)(i % D) * gate_slot_bytes(es);
+  /* IN_OUT weights (wg [H x E]): the eight are a column, gathered here */
+  auto load_w_kn = [&](int hl, vec8<DT> *wv) {
 #pragma unroll
-        for (int m = 0; m < 4; m++) {
-          const int t = t0 + 8 * m + g; /* rows past t1: zeros, never read */
-          const char *src = (const char *)x + ((size_t)(t < t1 ? t : t0) * H + hl) * es;
+    for (int n = 0; n < GATE_NB; n++) {
+      const int e = e0 + 8 * n + g;
+      wv[n].zero();
+      if (e < E) {
 #pragma unroll
-          for (int j = 0; j < NV; j++) cp_async16(s + (m * NV + j) * 512, src + 16 * j, t < t1);
-        }
-        if (out_in) { /* wg [E x H]: the eight are contiguous; experts past E: zeros */
-#pragma unroll
-          for (int n = 0; n < GATE_NB; n++) {
-            const int e = e0 + 8 * n + g;
-            const char *src = (const char *)p.wg + ((size_t)(e < E ? e : 0) * H + hl) * es;
-#pragma unroll
-            for (int j = 0; j < NV; j++) cp_async16(s + ((4 + n) * NV + j) * 512, src + 16 * j, e < E);
-          }
+        for (int j = 0; j < 8; j++) {
+          const size_t i = (size_t)(hl + j) * E + e;
+          wv[n].set(j, DT == LOOM_FP32 ? ((const uint32_t *)p.wg)[i] : ((const uint16_t *)p.wg)[i]);
         }
       }
-      cp_async_commit();
-    };
-    /* IN_OUT weights (wg [H x E]): the eight are a column, gathered here */
-    auto load_w_kn = [&](int hl, vec8<DT> *wv) {
+    }
+  };
+  double acc[2][GATE_NB][4]; /* [m16 block][n8 block][d fragment] */
 #pragma unroll
-      for (int n = 0; n < GATE_NB; n++) {
-        const int e = e0 + 8 * n + g;
-        wv[n].zero();
-        if (e < E) {
+  for (int mb = 0; mb < 2; mb++)
 #pragma unroll
-          for (int j = 0; j < 8; j++) {
-            const size_t i = (size_t)(hl + j) * E + e;
-            wv[n].set(j, DT == LOOM_FP32 ? ((const uint32_t *)p.wg)[i] : ((const uint16_t *)p.wg)[i]);
-          }
-        }
-      }
-    };
-    double acc[2][GATE_NB][4]; /* [m16 block][n8 block][d fragment] */
+    for (int n = 0; n < GATE_NB; n++)
 #pragma unroll
-    for (int mb = 0; mb < 2; mb++)
+      for (int v = 0; v < 4; v++) acc[mb][n][v] = 0.0;
+  for (int i = 0; i < nc; i++) {
+    const int j = q * nc + i;
+    gate_wait_pending(D - 1); /* chunk j has landed */
+    const char *sl = ring + (size_t)(j % D) * gate_slot_bytes(es);
+    vec8<DT> xa[4], wb[GATE_NB];
+#pragma unroll
+    for (int m = 0; m < 4; m++)
+#pragma unroll
+      for (int v = 0; v < NV; v++) xa[m].v[v] = *(const uint4 *)(sl + (m * NV + v) * 512);
+    if (out_in) {
 #pragma unroll
       for (int n = 0; n < GATE_NB; n++)
 #pragma unroll
-        for (int v = 0; v < 4; v++) acc[mb][n][v] = 0.0;
-    for (int i = 0; i < D; i++) issue(i);
-    for (int i = 0; i < nc; i++) {
-      gate_wait_pending(D - 1); /* chunk i has landed */
-      const char *s = ring + (size_t)(i % D) * gate_slot_bytes(es);
-      vec8<DT> xa[4], wb[GATE_NB];
-#pragma unroll
-      for (int m = 0; m < 4; m++)
-#pragma unroll
-        for (int j = 0; j < NV; j++) xa[m].v[j] = *(const uint4 *)(s + (m * NV + j) * 512);
-      if (out_in) {
-#pragma unroll
-        for (int n = 0; n < GATE_NB; n++)
-#pragma unroll
-          for (int j = 0; j < NV; j++) wb[n].v[j] = *(const uint4 *)(s + ((4 + n) * NV + j) * 512);
-      } else {
-        load_w_kn(warp * GATE_CHUNK + i * step + 8 * tq, wb);
-      }
-#pragma unroll
-      for (int st = 0; st < 2; st++) {
-        double b[GATE_NB][4];
-#pragma unroll
-        for (int n = 0; n < GATE_NB; n++)
-#pragma unroll
-          for (int v = 0; v < 4; v++) b[n][v] = wb[n].get(4 * st + v);
-#pragma unroll
-        for (int mb = 0; mb < 2; mb++) {
-          if (mb >= mbs) break;
-          double a[8]; /* a[v]: row g + 8 (v % 2) of block mb, k t + 4 (v / 2) */
-#pragma unroll
-          for (int v = 0; v < 8; v++) a[v] = xa[2 * mb + (v & 1)].get(4 * st + (v >> 1));
-#pragma unroll
-          for (int n = 0; n < GATE_NB; n++) ptx_dmma_m16n8k16(acc[mb][n], a, b[n]);
-        }
-      }
-      /* the slot's pieces are in registers (the MMAs above consumed them):
-       * refill it */
-      issue(i + D);
+        for (int v = 0; v < NV; v++) wb[n].v[v] = *(const uint4 *)(sl + ((4 + n) * NV + v) * 512);
+    } else {
+      load_w_kn(warp * GATE_CHUNK + i * nw * GATE_CHUNK + 8 * tq, wb);
     }
-    cp_async_wait<0>();
-    __syncthreads(); /* every ring drained before the partials overwrite them */
-    /* partial [token 16mb + g + 8(v/2)][expert 8n + 2t + v%2] of this warp */
-    double *mine = red + warp * 32 * GATE_EP;
 #pragma unroll
-    for (int mb = 0; mb < 2; mb++)
+    for (int st = 0; st < 2; st++) {
+      double b[GATE_NB][4];
 #pragma unroll
       for (int n = 0; n < GATE_NB; n++)
 #pragma unroll
-        for (int v = 0; v < 4; v++)
-          mine[(16 * mb + g + 8 * (v >> 1)) * GATE_EP + 8 * n + 2 * tq + (v & 1)] = acc[mb][n][v];
-    __syncthreads();
-    for (int q = threadIdx.x; q < 32 * GATE_EP; q += blockDim.x) {
-      const int tk = q / GATE_EP, e = e0 + q % GATE_EP;
-      if (t0 + tk < t1 && e < e_hi) {
-        double v = red[q];
-        for (int w = 1; w < nw; w++) v += red[w * 32 * GATE_EP + q];
-        lg[tk * E + e] = (float)v;
+        for (int v = 0; v < 4; v++) b[n][v] = wb[n].get(4 * st + v);
+#pragma unroll
+      for (int mb = 0; mb < 2; mb++) {
+        if (mb >= mbs) break;
+        double a[8]; /* a[v]: row g + 8 (v % 2) of block mb, k t + 4 (v / 2) */
+#pragma unroll
+        for (int v = 0; v < 8; v++) a[v] = xa[2 * mb + (v & 1)].get(4 * st + (v >> 1));
+#pragma unroll
+        for (int n = 0; n < GATE_NB; n++) ptx_dmma_m16n8k16(acc[mb][n], a, b[n]);
       }
     }
-    __syncthreads(); /* red is reused by the next pass */
+    /* the slot's pieces are in registers (the MMAs above consumed them):
+     * refill it, D chunks ahead (the next unit's once this one's are out) */
+    gate_issue<DT>(p, x, T, s, nc, ring, D, j + D);
   }
+  (void)H;
+  /* partial [token 16mb + g + 8(v/2)][expert 8n + 2t + v%2] of this warp
+   * (the previous unit's reads of red, and the tile's picks, ended at
+   * their barriers) */
+  double *mine = red + warp * 32 * GATE_EP;
+#pragma unroll
+  for (int mb = 0; mb < 2; mb++)
+#pragma unroll
+    for (int n = 0; n < GATE_NB; n++)
+#pragma unroll
+      for (int v = 0; v < 4; v++)
+        mine[(16 * mb + g + 8 * (v >> 1)) * GATE_EP + 8 * n + 2 * tq + (v & 1)] = acc[mb][n][v];
+  __syncthreads();
+  for (int qq = threadIdx.x; qq < 32 * GATE_EP; qq += blockDim.x) {
+    const int tk = qq / GATE_EP, e = e0 + qq % GATE_EP;
+    if (t0 + tk < t1 && e < e_hi) {
+      double v = red[qq];
+      for (int w = 1; w < nw; w++) v += red[w * 32 * GATE_EP + qq];
+      lg[tk * E + e] = (float)v;
+    }
+  }
+  __syncthreads(); /* red is reused by the next unit, lg read by the tile's top-k */
 }
 
-static_assert(LOOM_MOE_TT * LOOM_MOE_MAX_TOPK * sizeof(int) <= gate_scratch_bytes(moe_cfg::warps),
+static_assert(LOOM_MOE_TT <= GATE_TPW * moe_cfg::warps, "gate_tokens covers a tile's tokens");
+static_assert(LOOM_MOE_TT * LOOM_MOE_MAX_TOPK * sizeof(int) <= gate_part_bytes(moe_cfg::warps),
               "a tile's picks fit in the gate's partials space");
 /* Add one to the count of an (epoch << 32) | count word whose epoch is
  * `tag` (a word of an older epoch counts as 0); returns the count before.
@@ -540,10 +616,14 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int ntiles = (T + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
   const int nwarps = blockDim.x >> 5;
-  /* dynamic shared memory: the tile's logits, then the gate's partials;
-   * once the logits are done, the partials' space holds the tile's picks */
-  double *red = (double *)(lg_all + (((size_t)LOOM_MOE_TT * E + 3) & ~(size_t)3));
+  /* dynamic shared memory: the tile's logits, the warps' partials (once
+   * the logits are done, the tile's picks), the warps' rings */
+  double *red = (double *)((char *)lg_all + gate_lg_bytes(E));
   int *pick = (int *)red; /* [(t - t0) * K + j] */
+  constexpr int es = DT == LOOM_FP32 ? 4 : 2;
+  char *ring = (char *)red + gate_part_bytes(nwarps) + (size_t)warp * gate_ring_bytes(p.gate_depth, es) + lane * 16;
+  /* this warp's chunks of hidden a unit: h0 = 32 warp + 32 nwarps i */
+  const int nc = warp * GATE_CHUNK < p.H ? (p.H - warp * GATE_CHUNK + nwarps * GATE_CHUNK - 1) / (nwarps * GATE_CHUNK) : 0;
   /* Units of work. With at least a tile per block (or one pass, or caller
    * routing) a unit is a token tile, taken round-robin, its logits in
    * shared memory. Where that leaves blocks idle (decode, small T; `split`
@@ -555,7 +635,7 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
    * ticket lets a block that finished a tile take fewer passes (static
    * round-robin left the finishers behind, measured). Either way a logit is
    * the same function of its inputs (a pass is computed alone by
-   * gate_logits_tile in both), so routing does not depend on T or the
+   * gate_logits_unit in both), so routing does not depend on T or the
    * split. Counter words are (epoch << 32) | count, updated by CAS: a count
    * left by a call that stopped halfway (abort) is stale by its epoch, not
    * added to. gate_cnt[0] is the ticket, gate_cnt[1 + tile] the arrivals. */
@@ -570,9 +650,15 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
   /* split: first unit blockIdx.x, then G + tickets (a ticket for every
    * block at once made 132 CAS loops fight over one word at the start,
    * ~20 us, measured) */
-  for (int u = blockIdx.x, first = 1;; first = 0) {
+  /* without the split: one stream over the block's tiles and all their
+   * passes (gate_seq), begun here */
+  const gate_seq all = {(int)blockIdx.x, G, (int)blockIdx.x < ntiles ? (ntiles - 1 - (int)blockIdx.x) / G + 1 : 0,
+                        0, npass};
+  const int stream = call.ids_in == NULL && !split;
+  if (stream) gate_stream_begin<DT>(p, call.x, T, all, nc, ring);
+  for (int u = blockIdx.x, first = 1, k = 0;; first = 0) {
     if (split && !first) { /* (the barriers: every thread read sh.value's last use;
-                            * gate_logits_tile's barriers come before its next write) */
+                            * gate_logits_unit's barriers come before its next write) */
       __syncthreads();
       if (threadIdx.x == 0) sh.value = G + (int)gate_count_add(&p.gate_cnt[0], tag);
       __syncthreads();
@@ -585,11 +671,16 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
     tr_open(call, sh, TR_WORK, LOOM_MOE_TRACE_GATE, TR_NO_PEER, tile, t0, t1 - t0);
     if (call.ids_in == NULL) {
       if (!split) {
-        gate_logits_tile<DT>(p, call.x, t0, t1, 0, E, lg_all, red);
-      } else {
+        for (int q = k * npass; q < (k + 1) * npass; q++)
+          gate_logits_unit<DT>(p, call.x, T, all, q, nc, ring, lg_all, red);
+        k++;
+      } else { /* a stream of this one unit */
         float *lgt = p.gate_lg + (size_t)tile * LOOM_MOE_TT * E;
-        gate_logits_tile<DT>(p, call.x, t0, t1, pass * GATE_EP, min(E, (pass + 1) * GATE_EP), lgt, red);
-        /* (gate_logits_tile ends with a barrier: every logit of the pass is written) */
+        const gate_seq one = {tile, 1, 1, pass, 1};
+        gate_stream_begin<DT>(p, call.x, T, one, nc, ring);
+        gate_logits_unit<DT>(p, call.x, T, one, 0, nc, ring, lgt, red);
+        gate_stream_end();
+        /* (gate_logits_unit ends with a barrier: every logit of the pass is written) */
         if (threadIdx.x == 0) {
           __threadfence(); /* release: this pass's logits before the arrival */
           const int arrived = (int)gate_count_add(&p.gate_cnt[1 + tile], tag) + 1;
@@ -609,7 +700,7 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
         for (int i = 4 * n4 + threadIdx.x; i < n; i += blockDim.x) lg_all[i] = __ldcg(&lgt[i]);
         __syncthreads();
       }
-      for (int a = warp; a < t1 - t0; a += nwarps) gate_token(p, lg_all + a * E, t0 + a, lane, pick + a * K);
+      gate_tokens(p, lg_all, t0, t1 - t0, warp, nwarps, lane, pick);
       __syncwarp();
     } else {
       for (int i = t0 * K + threadIdx.x; i < t1 * K; i += blockDim.x) {
@@ -644,6 +735,7 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
     __syncthreads();
     tr_close(p, call, sh, TR_WORK);
   }
+  if (stream) gate_stream_end(); /* (its last groups are empty) */
   /* counters of phase 4 and the window's row counters, cleared before
    * barrier 1: no peer adds to ours before it has our header of this call,
    * sent after barrier 1 (moe.h) */
@@ -666,11 +758,10 @@ static __device__ int capacity_of(const loom_moe_params &p, int T) {
   return (int)ceil(p.capacity_factor * (double)T * p.K / p.E);
 }
 
-#define MOE_PLACE_BASE_BYTES 65536 /* <= every kernel's dynamic shared memory (the gate's partials alone) */
+#define MOE_PLACE_BASE_BYTES 65536 /* <= every kernel's dynamic shared memory (plan_parts) */
 /* place's dynamic shared memory: tile bases [group][E] in [0, PART_OFF),
  * then the slice sums [ns][E] (ns * E <= max(threads, E) <= MAX_EXPERTS) */
 #define MOE_PLACE_PART_OFF (MOE_PLACE_BASE_BYTES - 4 * LOOM_MOE_MAX_EXPERTS)
-static_assert(MOE_PLACE_BASE_BYTES <= gate_scratch_bytes(moe_cfg::warps), "place bases fit in the gate's space");
 
 /* First tile of slice s when ntiles tiles are cut into ns slices. */
 static __device__ __forceinline__ int place_lo(int s, int ns, int ntiles) {
@@ -1098,19 +1189,15 @@ static __device__ __forceinline__ void store_tile(char *dst, size_t pitch, const
 }
 
 /* One expert-phase task from its ticket, for both engines (and both roles
- * of the Hopper one). The GEMM0 tasks run local expert by local expert
- * (nF tasks a row tile, an expert's tiles in moe_raster's order; n0 in
- * all); local expert le's GEMM1 tasks (nH a tile, the same order) come as
- * one block right after GEMM0 task number X(le) = min(n0, (GEMM0 tasks of
- * experts <= le) + W), W = p.g1_lag waves of the grid's blocks. p.g1_lag =
- * 0 (the default): W = n0, every GEMM0 before every GEMM1. A GEMM1 waits
- * for its tile's nF GEMM0s (done0), taken at least W tickets before it;
- * GEMM1s interleaved per row tile (before session 12) left about half the
- * blocks waiting. A lag starts GEMM1s while later experts' rows still
- * arrive, giving the dispatch more time; measured slower at every lag in
- * session 17 (those GEMM1s' NVLink stores compete with the dispatch). A
- * row tile is 128 rows of one local expert's rows, from every source
- * (moe.h). */
+ * of the Hopper one). The GEMM0 tasks come first, local expert by local
+ * expert (nF tasks a row tile, an expert's tiles in moe_raster's order; n0
+ * in all), then the GEMM1 tasks the same way (nH a tile). A GEMM1 waits
+ * for its tile's nF GEMM0s (done0), taken at least the grid's tasks before
+ * it; GEMM1s interleaved per row tile (before session 12) left about half
+ * the blocks waiting. Starting an expert's GEMM1s a few waves after its
+ * GEMM0s instead (a lag, session 17) was slower at every lag measured:
+ * those GEMM1s' NVLink stores competed with the dispatch. A row tile is
+ * 128 rows of one local expert's rows, from every source (moe.h). */
 struct moe_task {
   int gemm;    /* 0 or 1 */
   int s;       /* source of the tile's first row (trace; ret_row scans from it) */
@@ -1133,38 +1220,20 @@ static __device__ __forceinline__ void moe_raster(int o, int nt, int ncol, int r
   *tl = band * raster + r % rows;
 }
 
-/* The ticket of local expert le's first GEMM1 task (see above). */
-static __device__ __forceinline__ int moe_g1_start(const moe_shared &sh, int le, int nF, int nH, int n0, int W) {
-  return min(n0, sh.tp[le + 1] * nF + W) + sh.tp[le] * nH;
-}
-
 static __device__ __forceinline__ moe_task moe_decode(const loom_dev_comm &c, const loom_moe_params &p,
                                                       const moe_shared &sh, int ticket, int nF, int nH) {
   moe_task t;
   const int El = p.El, R = p.R, n0 = sh.tp[El] * nF;
-  const int W = p.g1_lag > 0 ? min(n0, p.g1_lag * (int)gridDim.x) : n0;
-  int m = 0, hi = El; /* the GEMM1 blocks that start at or before the ticket */
-  while (m < hi) {
-    const int mid = (m + hi + 1) / 2;
-    if (moe_g1_start(sh, mid - 1, nF, nH, n0, W) <= ticket) m = mid; else hi = mid - 1;
+  t.gemm = ticket >= n0;
+  const int nc = t.gemm ? nH : nF;
+  const int g = t.gemm ? ticket - n0 : ticket; /* task number within its GEMM */
+  const int tile_g = g / nc;                   /* an expert's tasks are contiguous: its first tile's */
+  int lo = 0, h = El - 1;                      /* last le with tp[le] <= tile_g */
+  while (lo < h) {
+    const int mid = (lo + h + 1) / 2;
+    if (sh.tp[mid] <= tile_g) lo = mid; else h = mid - 1;
   }
-  const int o = m > 0 ? ticket - moe_g1_start(sh, m - 1, nF, nH, n0, W) : 0;
-  t.gemm = m > 0 && o < (sh.tp[m] - sh.tp[m - 1]) * nH;
-  int lo;
-  if (t.gemm) {
-    lo = m - 1;
-    moe_raster(o, sh.tp[lo + 1] - sh.tp[lo], nH, p.raster, &t.tl, &t.nb);
-  } else {
-    const int g = ticket - sh.tp[m] * nH; /* GEMM0 task number */
-    const int tile_g = g / nF;            /* an expert's tasks are contiguous: its first tile's */
-    int l = 0, h = El - 1;                /* last le with tp[le] <= tile_g */
-    while (l < h) {
-      const int mid = (l + h + 1) / 2;
-      if (sh.tp[mid] <= tile_g) l = mid; else h = mid - 1;
-    }
-    lo = l;
-    moe_raster(g - sh.tp[lo] * nF, sh.tp[lo + 1] - sh.tp[lo], nF, p.raster, &t.tl, &t.nb);
-  }
+  moe_raster(g - sh.tp[lo] * nc, sh.tp[lo + 1] - sh.tp[lo], nc, p.raster, &t.tl, &t.nb);
   t.le = lo;
   const int base = sh.roff[lo]; /* source 0's first row = the expert's base */
   const int end = sh.roff[(R - 1) * El + lo] + sh.rc[(R - 1) * El + lo];
@@ -1357,6 +1426,7 @@ template <> struct moe_hop<TILE_BF16> { typedef hop_cfg<HOP_BF16, 128, 256, 4, H
 template <> struct moe_hop<TILE_FP16> { typedef hop_cfg<HOP_FP16, 128, 256, 4, HOP_ML_COOP> cfg; };
 template <> struct moe_hop<TILE_TF32> { typedef hop_cfg<HOP_TF32, 128, 256, 4, HOP_ML_COOP> cfg; };
 #define MOE_HOP_THREADS 384
+static_assert(LOOM_MOE_TT <= GATE_TPW * (MOE_HOP_THREADS / 32), "gate_tokens covers a tile's tokens");
 static_assert(MOE_HOP_THREADS <= LOOM_MOE_MAX_EXPERTS && moe_cfg::threads <= LOOM_MOE_MAX_EXPERTS,
               "place's slice sums [ns][E] (ns * E <= max(threads, E)) fit in 4 * MAX_EXPERTS bytes");
 #define MOE_HOP_BAR_PRODUCER 5 /* named barrier: the producer WG's four warps */
@@ -1974,11 +2044,10 @@ static cudaError_t plan_parts(const loom_dev_comm *c, loom_moe_params *p, loom_m
     smem = 1024 + CFG::dg_offset + 4 * CFG::STAGES + MOE_SIG_BYTES + 4 * MOE_REC_WORDS * (CFG::STAGES + 1);
     if ((e = make_maps(p, CFG::dtype, &pl->maps)) != cudaSuccess) return e;
   }
-  /* gate: logits of a tile (padded to 16 bytes), then every warp's ring
-   * (the pass's partials reuse it): the deepest ring, up to
-   * GATE_MAX_DEPTH chunks, that fits beside the block's static shared
-   * memory; depth 1 is the old footprint */
-  const size_t lg_bytes = (((size_t)LOOM_MOE_TT * p->E + 3) & ~(size_t)3) * sizeof(float);
+  /* gate: logits of a tile, the warps' partials, then every warp's ring:
+   * the deepest ring, up to GATE_MAX_DEPTH chunks, that fits beside the
+   * block's static shared memory */
+  const size_t gate_fixed = gate_lg_bytes(p->E) + gate_part_bytes(threads / 32);
   int dev, optin;
   cudaFuncAttributes fa;
   if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
@@ -1987,14 +2056,15 @@ static cudaError_t plan_parts(const loom_dev_comm *c, loom_moe_params *p, loom_m
   const size_t room = (size_t)optin > fa.sharedSizeBytes ? (size_t)optin - fa.sharedSizeBytes : 0;
   p->gate_depth = 1;
   for (int d = GATE_MAX_DEPTH; d > 1; d--)
-    if (lg_bytes + (size_t)(threads / 32) * gate_warp_bytes(d, p->es) <= room) {
+    if (gate_fixed + (size_t)(threads / 32) * gate_ring_bytes(d, p->es) <= room) {
       p->gate_depth = d;
       break;
     }
-  const size_t gate = lg_bytes + (size_t)(threads / 32) * gate_warp_bytes(p->gate_depth, p->es);
+  const size_t gate = gate_fixed + (size_t)(threads / 32) * gate_ring_bytes(p->gate_depth, p->es);
   const size_t stage = (size_t)LOOM_MOE_BM * STAGE_LD * sizeof(T);
   if (gate > smem) smem = gate;
   if (stage > smem) smem = stage;
+  if ((size_t)MOE_PLACE_BASE_BYTES > smem) smem = MOE_PLACE_BASE_BYTES; /* place's bases */
   if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess)
     return e;
   const int sms = c->sms; /* the device's, or a loopback rank's share */
@@ -2024,12 +2094,11 @@ static int use_hopper(const loom_moe_params *p) {
   return !forced && p->wlayout == LOOM_WEIGHTS_OUT_IN && !(p->dtype == LOOM_FP32 && p->math == LOOM_MATH_FP32);
 }
 
-/* The expert phase's task order and foreground dispatch share (moe_decode,
- * moe_hop_fg_pieces, moe_raster). LOOM_MOE_LAG / LOOM_MOE_FG /
- * LOOM_MOE_RASTER in the environment override them (diagnostic, for A/B
- * runs in one binary: docs/moe.md); LOOM_MOE_LAG=0 is every GEMM0 first,
- * LOOM_MOE_FG=0 one piece a warp, LOOM_MOE_RASTER=1 row tile by row tile. */
-#define MOE_G1_LAG 0
+/* The expert phase's foreground dispatch share and task order
+ * (moe_hop_fg_pieces, moe_raster). LOOM_MOE_FG / LOOM_MOE_RASTER in the
+ * environment override them (diagnostic, for A/B runs in one binary:
+ * docs/moe.md); LOOM_MOE_FG=0 is one piece a warp, LOOM_MOE_RASTER=1 row
+ * tile by row tile. */
 #define MOE_FG_EXPERTS 1
 #define MOE_RASTER 8 /* row tiles a band (moe_raster) */
 static int moe_env_int(const char *name, int dflt) {
@@ -2039,8 +2108,6 @@ static int moe_env_int(const char *name, int dflt) {
 
 extern "C" cudaError_t loom_moe_plan_create(const loom_dev_comm *c, loom_moe_params *p, loom_moe_plan **out) {
   *out = NULL;
-  const int lag = moe_env_int("LOOM_MOE_LAG", MOE_G1_LAG);
-  p->g1_lag = lag > 0 ? lag : 0;
   const int fg = moe_env_int("LOOM_MOE_FG", MOE_FG_EXPERTS);
   p->fg_experts = fg > 0 ? fg : 0;
   const int raster = moe_env_int("LOOM_MOE_RASTER", MOE_RASTER);

@@ -83,9 +83,6 @@ typedef struct {
   double capacity_factor;
   int es;              /* bytes per element */
   int gate_depth;      /* chunks in flight per gate warp (moe.cu "gate ring"; set by loom_moe_plan_create) */
-  int g1_lag;          /* expert phase task order: local expert le's GEMM1s g1_lag waves of the grid
-                          after its last GEMM0 (0: after every GEMM0; moe.cu moe_decode; set by
-                          loom_moe_plan_create) */
   int fg_experts;      /* local experts whose dispatch pieces go out before the expert phase
                           (0: one piece a warp; moe.cu moe_hop_fg_pieces; set by loom_moe_plan_create) */
   int raster;          /* row tiles a band in an expert's task order (moe.cu moe_raster; set by

@@ -35,4 +35,16 @@ static __device__ __forceinline__ int topk_warp_pick(float *best, int besti, int
   return besti;
 }
 
+/* The same order as an unsigned key, larger = ranks above, for warp-wide
+ * selection by __reduce_max_sync (one instruction for the whole warp):
+ * NaN is 1, every number maps above it in value order (-0 and +0 to one
+ * key, as they compare equal), and 0 is left for "no candidate". Equal
+ * keys are equal values (or both NaN): the lower index then wins, which
+ * the caller settles with __reduce_min_sync over the tied indices. */
+static __device__ __forceinline__ unsigned topk_key(float v) {
+  if (isnan(v)) return 1u;
+  const unsigned b = __float_as_uint(v + 0.0f); /* -0 -> +0 */
+  return b & 0x80000000u ? ~b : b | 0x80000000u; /* -Inf -> 0x007fffff > 1 */
+}
+
 #endif /* LOOM_TOPK_CUH */
