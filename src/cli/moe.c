@@ -52,7 +52,11 @@
 #define TOL_TF32 5e-3
 #define TOL_16BIT 2e-2
 #define TOL_WEIGHTS 1e-6
-#define TOL_WEIGHTS_BASELINE 1e-5
+/* The baseline's logits are cuBLAS fp32 sums of hidden products, whose
+ * rounding grows with hidden: 1e-5 relative on the weights at hidden
+ * 2048, in proportion above it (at 7168, E = 256, k = 8 the baseline's
+ * weights were 1.1e-5 off, session 18). */
+#define TOL_WEIGHTS_BASELINE(H) (1e-5 * ((H) > 2048 ? (double)(H) / 2048.0 : 1.0))
 #define TRACE_CAPACITY (1 << 21) /* events per GPU for --trace (64 MiB) */
 #define NUM_PHASES 5             /* loom_moe_stats_t.phase_end_ns */
 
@@ -212,48 +216,61 @@ static void pack_weight(const cli_bench *b, void *stage, float *tmp, const float
   ref_pack_array(stage, src, rows * cols, (int)b->dtype);
 }
 
-/* Weights of GPU d's experts (host copy kept for the reference) and the
- * shared gate, scaled so pre-activations, outputs and logits are O(1),
- * uploaded in --weights' layout. */
-static int upload_weights(cli_bench *b, int d) {
+/* Expert e's weights (host copy kept for the reference), scaled so
+ * pre-activations and outputs are O(1), uploaded to its GPU in --weights'
+ * layout. One task of the pool per expert: the random streams are per
+ * expert (cli_fill_random's KIND and index), so the values do not depend
+ * on the threads (at E = 256, H = 7168 the host generates ~30 GB). */
+static int expert_task(void *ctx, int e) {
+  cli_bench *b = (cli_bench *)ctx;
   moe_state *m = state_of(b);
-  moe_gpu *g = &m->g[d];
-  const size_t H = (size_t)m->H, F = (size_t)m->F, F1 = (size_t)m->F1, E = (size_t)m->E;
-  const size_t n1 = H * F1, n2 = F * H, nmax = n1 > H * E ? n1 : H * E;
+  const int d = (int)(e / m->El);
+  const size_t l = (size_t)(e % m->El);
+  const size_t H = (size_t)m->H, F = (size_t)m->F, F1 = (size_t)m->F1;
+  const size_t n1 = H * F1, n2 = F * H, nmax = n1 > n2 ? n1 : n2;
+  float *w1 = m->w1 + (size_t)e * n1, *w2 = m->w2 + (size_t)e * n2;
   void *stage = malloc(nmax * b->es);
   float *tmp = m->layout == LOOM_WEIGHTS_OUT_IN ? malloc(nmax * sizeof(float)) : NULL;
   int rc = -1;
   if (stage == NULL || (m->layout == LOOM_WEIGHTS_OUT_IN && tmp == NULL)) goto out;
   if (cudaSetDevice(d) != cudaSuccess) goto out;
-  pack_weight(b, stage, tmp, m->gate_w, H, E);
-  if (cudaMemcpy(g->gate_w, stage, H * E * b->es, cudaMemcpyHostToDevice)) goto out;
-  for (int64_t l = 0; l < m->El; l++) {
-    const int64_t e = d * m->El + l;
-    float *w1 = m->w1 + (size_t)e * n1, *w2 = m->w2 + (size_t)e * n2;
-    cli_fill_random(w1, n1, sqrtf(3.0f / (float)H), KIND_W1, e, 0, b->dtype);
-    cli_fill_random(w2, n2, sqrtf(3.0f / (float)F), KIND_W2, e, 0, b->dtype);
-    pack_weight(b, stage, tmp, w1, H, F1);
-    if (cudaMemcpy((char *)g->w1 + (size_t)l * n1 * b->es, stage, n1 * b->es,
-                   cudaMemcpyHostToDevice))
-      goto out;
-    pack_weight(b, stage, tmp, w2, F, H);
-    if (cudaMemcpy((char *)g->w2 + (size_t)l * n2 * b->es, stage, n2 * b->es,
-                   cudaMemcpyHostToDevice))
-      goto out;
-  }
-  if (cudaDeviceSynchronize() != cudaSuccess) goto out;
+  cli_fill_random(w1, n1, sqrtf(3.0f / (float)H), KIND_W1, e, 0, b->dtype);
+  cli_fill_random(w2, n2, sqrtf(3.0f / (float)F), KIND_W2, e, 0, b->dtype);
+  moe_gpu *g = &m->g[d];
+  pack_weight(b, stage, tmp, w1, H, F1);
+  if (cudaMemcpy((char *)g->w1 + l * n1 * b->es, stage, n1 * b->es, cudaMemcpyHostToDevice)) goto out;
+  pack_weight(b, stage, tmp, w2, F, H);
+  if (cudaMemcpy((char *)g->w2 + l * n2 * b->es, stage, n2 * b->es, cudaMemcpyHostToDevice)) goto out;
   rc = 0;
 out:
-  if (rc) fprintf(stderr, "%s: GPU %d: uploading weights failed\n", b->who, d);
+  if (rc) fprintf(stderr, "%s: GPU %d: uploading expert %d's weights failed\n", b->who, d, e);
   free(stage);
   free(tmp);
   return rc;
 }
 
-static int weights_task(void *p, int d) { return upload_weights((cli_bench *)p, d); }
+/* The shared gate on GPU d. */
+static int gate_task(void *ctx, int d) {
+  cli_bench *b = (cli_bench *)ctx;
+  moe_state *m = state_of(b);
+  const size_t H = (size_t)m->H, E = (size_t)m->E;
+  void *stage = malloc(H * E * b->es);
+  float *tmp = m->layout == LOOM_WEIGHTS_OUT_IN ? malloc(H * E * sizeof(float)) : NULL;
+  int rc = -1;
+  if (stage == NULL || (m->layout == LOOM_WEIGHTS_OUT_IN && tmp == NULL)) goto out;
+  if (cudaSetDevice(d) != cudaSuccess) goto out;
+  pack_weight(b, stage, tmp, m->gate_w, H, E);
+  if (cudaMemcpy(m->g[d].gate_w, stage, H * E * b->es, cudaMemcpyHostToDevice)) goto out;
+  rc = 0;
+out:
+  if (rc) fprintf(stderr, "%s: GPU %d: uploading the gate weights failed\n", b->who, d);
+  free(stage);
+  free(tmp);
+  return rc;
+}
 
 /* Every expert's weights and the gate on the host (kept for the
- * reference), each GPU's share uploaded by a thread of its own. */
+ * reference) and on their GPUs: the experts on the CPU pool, a task each. */
 static int moe_prepare(cli_bench *b) {
   moe_state *m = state_of(b);
   const size_t H = (size_t)m->H, E = (size_t)m->E;
@@ -266,7 +283,14 @@ static int moe_prepare(cli_bench *b) {
     return -1;
   }
   cli_fill_random(m->gate_w, H * E, 3.0f / sqrtf((float)H), KIND_GATE, 0, 0, b->dtype);
-  return cli_run_tasks(b->ngpu, b->ngpu, weights_task, b);
+  if (cli_run_tasks(b->ngpu, b->ngpu, gate_task, b) != 0) return -1;
+  if (cli_run_tasks((int)E, b->nthreads, expert_task, b) != 0) return -1;
+  for (int d = 0; d < b->ngpu; d++) /* the copies have landed before any stream uses them */
+    if (cudaSetDevice(d) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+      fprintf(stderr, "%s: GPU %d: uploading weights failed\n", b->who, d);
+      return -1;
+    }
+  return 0;
 }
 
 /* The fused layer and / or the baseline on GPU d (collective). */
@@ -392,7 +416,7 @@ static int moe_check(cli_bench *b, int d) {
   moe_state *m = state_of(b);
   moe_gpu *g = &m->g[d];
   const size_t k = (size_t)m->k, nk = (size_t)b->nsample * k;
-  const double tol_w = b->impl == CLI_FUSED ? TOL_WEIGHTS : TOL_WEIGHTS_BASELINE;
+  const double tol_w = b->impl == CLI_FUSED ? TOL_WEIGHTS : TOL_WEIGHTS_BASELINE(m->H);
   const char *who = cli_impl_names[b->impl];
   int rc = 0;
   for (size_t a = 0; a < nk; a++) {
