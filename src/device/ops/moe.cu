@@ -1088,6 +1088,16 @@ static __device__ __forceinline__ void tr_piece(const loom_moe_params &p, const 
   trace_put(call.tr_events, i, e);
 }
 
+/* The i-th destination of a local expert's dispatch pieces (pieces are
+ * numbered le-major, then in this order). p.local_first (moe_decode):
+ * this rank first, then rank - 1, rank - 2, ... (mod R), so a destination
+ * d receives from d + 1 first, then d + 2, ...: the order in which its
+ * expert tasks take the sources' rows after its own. Otherwise rank + 1,
+ * rank + 2, ..., this rank last (until session 18). */
+static __device__ __forceinline__ int moe_dest(const loom_dev_comm &c, const loom_moe_params &p, int i) {
+  return p.local_first ? (c.rank - i + p.R) % p.R : (c.rank + 1 + i) % p.R;
+}
+
 /* One warp copies pieces. Static (dyn 0): pieces gw, gw + nw, ... below
  * `first_dyn` (gw = warp * gridDim.x + block, nw: the grid's warps);
  * dynamic (dyn 1): tickets first_dyn + p.ticket[1]++ until the pieces run
@@ -1115,7 +1125,7 @@ static __device__ void moe_dispatch_warp(const loom_dev_comm &c, const loom_moe_
     int d, e, n;
     for (;;) {
       if (le == El) return; /* past the last piece */
-      d = (c.rank + 1 + i) % R;
+      d = moe_dest(c, p, i);
       e = d * El + le;
       n = (sh.kept[e] + MOE_DSUB - 1) / MOE_DSUB;
       if (tk < first + n) break;
@@ -1197,7 +1207,22 @@ static __device__ __forceinline__ void store_tile(char *dst, size_t pitch, const
  * the blocks waiting. Starting an expert's GEMM1s a few waves after its
  * GEMM0s instead (a lag, session 17) was slower at every lag measured:
  * those GEMM1s' NVLink stores competed with the dispatch. A row tile is
- * 128 rows of one local expert's rows, from every source (moe.h). */
+ * 128 rows of one local expert's rows, from every source (moe.h).
+ *
+ * Local first (p.local_first, session 18; LOOM_MOE_LOCAL_FIRST): an
+ * expert's tiles are taken from the first tile of this rank's own rows,
+ * which a local copy brings, up through the rows of sources rank + 1,
+ * rank + 2, ... and around to the tile where this rank's rows begin, which
+ * it shares with source rank - 1; the dispatch sends each local expert's
+ * pieces in the matching order (moe_dest), so the rows a GEMM0 needs next
+ * are the ones that land next. 2 (the default): that, with the foreground
+ * share of session 17 (every destination's rows of local expert 0). 1:
+ * only this rank's own rows of expert 0 in the foreground
+ * (moe_hop_fg_pieces), the rest beside the GEMMs: 3-4% faster than 0 at
+ * T = 16384 on 4 GPUs but 2% slower at T <= 4096 and at decode T = 512
+ * (the background copy brings the other sources' rows more slowly),
+ * where 2 is as fast as 0 and 3% faster at T = 16384 (bench/RESULTS.md
+ * session 18). 0: sources in order, this rank's pieces last. */
 struct moe_task {
   int gemm;    /* 0 or 1 */
   int s;       /* source of the tile's first row (trace; ret_row scans from it) */
@@ -1233,7 +1258,12 @@ static __device__ __forceinline__ moe_task moe_decode(const loom_dev_comm &c, co
     const int mid = (lo + h + 1) / 2;
     if (sh.tp[mid] <= tile_g) lo = mid; else h = mid - 1;
   }
-  moe_raster(g - sh.tp[lo] * nc, sh.tp[lo + 1] - sh.tp[lo], nc, p.raster, &t.tl, &t.nb);
+  const int nt = sh.tp[lo + 1] - sh.tp[lo];
+  moe_raster(g - sh.tp[lo] * nc, nt, nc, p.raster, &t.tl, &t.nb);
+  if (p.local_first && R > 1) { /* local first (above): from the first tile of this rank's own rows */
+    const int lead = (sh.roff[c.rank * El + lo] - sh.roff[lo] + LOOM_MOE_BM - 1) / LOOM_MOE_BM;
+    if (lead < nt) t.tl = (t.tl + lead) % nt;
+  }
   t.le = lo;
   const int base = sh.roff[lo]; /* source 0's first row = the expert's base */
   const int end = sh.roff[(R - 1) * El + lo] + sh.rc[(R - 1) * El + lo];
@@ -1732,21 +1762,26 @@ static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_p
   }
 }
 
-/* Dispatch pieces the whole grid copies before the expert phase: those of
- * the first p.fg_experts local experts (to every destination; pieces are
- * numbered le-major), at most one a warp; p.fg_experts = 0: one a warp
- * (12 672 rows over 132 SMs of 12 warps, ~50 MB at H = 2048 bf16, the
- * share until session 17: it covered local experts 0-2 at once, so the
- * first GEMM0 task waited until all three had landed). The rest go out
- * beside the GEMMs, on the producer warpgroup's warps 2 and 3 (MOE_BG_U).
- * Session 12 found fewer up front (792 pieces) starved the GEMMs; session
- * 17 measured the first expert alone (~4 pieces an SM at T = 16384 on 4
- * GPUs) 2.5-11% faster on the E = 32 grid, the Qwen3 shape and fp32, and
- * decode as fast or faster (bench/RESULTS.md session 17).
- * Every thread of every block computes the same number (sh.kept). */
-static __device__ int moe_hop_fg_pieces(const loom_moe_params &p, const moe_shared &sh) {
+/* Dispatch pieces the whole grid copies before the expert phase, at most
+ * one a warp:
+ *   - p.local_first == 1 (moe_decode): this rank's own rows of its
+ *     local expert 0 (the first pieces in moe_dest's order), which its
+ *     first GEMM0 tasks take;
+ *   - else those of the first p.fg_experts local experts (to every
+ *     destination; pieces are numbered le-major); p.fg_experts = 0: one a
+ *     warp (12 672 rows over 132 SMs of 12 warps, ~50 MB at H = 2048 bf16,
+ *     the share until session 17: it covered local experts 0-2 at once,
+ *     so the first GEMM0 task waited until all three had landed).
+ * The rest go out beside the GEMMs, on the producer warpgroup's warps 2
+ * and 3 (MOE_BG_U). Session 12 found fewer up front (792 pieces) starved
+ * the GEMMs; session 17 measured the first expert alone (~4 pieces an SM
+ * at T = 16384 on 4 GPUs) 2.5-11% faster on the E = 32 grid, the Qwen3
+ * shape and fp32, and decode as fast or faster (bench/RESULTS.md session
+ * 17). Every thread of every block computes the same number (sh.kept). */
+static __device__ int moe_hop_fg_pieces(const loom_dev_comm &c, const loom_moe_params &p, const moe_shared &sh) {
   const int warps = (int)(gridDim.x * (MOE_HOP_THREADS / 32));
   if (p.fg_experts <= 0) return warps;
+  if (p.local_first == 1) return min((sh.kept[c.rank * p.El] + MOE_DSUB - 1) / MOE_DSUB, warps);
   int n = 0;
   for (int le = 0; le < min(p.fg_experts, p.El); le++)
     for (int d = 0; d < p.R; d++) n += (sh.kept[d * p.El + le] + MOE_DSUB - 1) / MOE_DSUB;
@@ -1980,7 +2015,7 @@ __global__ void __launch_bounds__(HOP ? MOE_HOP_THREADS : moe_cfg::threads, moe_
     if (barrier2) tr_close(p, call, sh, TR_WAIT);
     if (barrier2 && placed && moe_counts(c, p, call, sh, epoch)) {
       int limit = -1; /* every piece here (the mma.sync variant) */
-      if constexpr (HOP) limit = moe_hop_fg_pieces(p, sh);
+      if constexpr (HOP) limit = moe_hop_fg_pieces(c, p, sh);
       phase_dispatch(c, p, call, sh, limit);
       phase_mark(p, 2, t0);
       int ok;
@@ -2095,12 +2130,14 @@ static int use_hopper(const loom_moe_params *p) {
 }
 
 /* The expert phase's foreground dispatch share and task order
- * (moe_hop_fg_pieces, moe_raster). LOOM_MOE_FG / LOOM_MOE_RASTER in the
- * environment override them (diagnostic, for A/B runs in one binary:
- * docs/moe.md); LOOM_MOE_FG=0 is one piece a warp, LOOM_MOE_RASTER=1 row
- * tile by row tile. */
+ * (moe_hop_fg_pieces, moe_raster, moe_decode). LOOM_MOE_FG /
+ * LOOM_MOE_RASTER / LOOM_MOE_LOCAL_FIRST in the environment override them
+ * (diagnostic, for A/B runs in one binary: docs/moe.md); LOOM_MOE_FG=0 is
+ * one piece a warp, LOOM_MOE_RASTER=1 row tile by row tile,
+ * LOOM_MOE_LOCAL_FIRST=0 the sources in order. */
 #define MOE_FG_EXPERTS 1
 #define MOE_RASTER 8 /* row tiles a band (moe_raster) */
+#define MOE_LOCAL_FIRST 2 /* moe_decode's local first: 0 off, 1 own rows alone up front, 2 own rows first */
 static int moe_env_int(const char *name, int dflt) {
   const char *v = getenv(name);
   return v != NULL && *v != '\0' ? atoi(v) : dflt;
@@ -2112,6 +2149,7 @@ extern "C" cudaError_t loom_moe_plan_create(const loom_dev_comm *c, loom_moe_par
   p->fg_experts = fg > 0 ? fg : 0;
   const int raster = moe_env_int("LOOM_MOE_RASTER", MOE_RASTER);
   p->raster = raster > 0 ? raster : 1;
+  p->local_first = moe_env_int("LOOM_MOE_LOCAL_FIRST", MOE_LOCAL_FIRST);
   loom_moe_plan *pl = new (std::nothrow) loom_moe_plan; /* aligned new: the maps are 64-aligned */
   if (pl == NULL) return cudaErrorMemoryAllocation;
   const int hop = use_hopper(p);

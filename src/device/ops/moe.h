@@ -87,6 +87,9 @@ typedef struct {
                           (0: one piece a warp; moe.cu moe_hop_fg_pieces; set by loom_moe_plan_create) */
   int raster;          /* row tiles a band in an expert's task order (moe.cu moe_raster; set by
                           loom_moe_plan_create) */
+  int local_first;     /* 2: this rank's own rows first, in the dispatch and in each expert's GEMM
+                          order; 1: also alone in the foreground dispatch share; 0: off (moe.cu
+                          moe_decode; set by loom_moe_plan_create) */
   /* window (offsets from the window base) */
   size_t hdr_off, hdr_stride, hdr_parity_bytes, ready_off, back_off, disp_off, ret_off, row_bytes;
   uint32_t cfg_hash;   /* of the shape; travels after the counts in headers */
