@@ -36,6 +36,7 @@
 
 #include "loom.h"
 #include "host/internal.h"
+#include "device/ops/moe.h"
 #include "../check.h"
 
 #define MAX_REGIONS (4 * LOOM_MOE_MAX_RANKS + 1)
@@ -458,7 +459,42 @@ static void test_exchange_layouts(void) {
   CHECK(bad == 0, "exchange layouts: %d violations over %d", bad, n);
 }
 
+/* The expert phase's task decode (moe.cu moe_decode, run on the host by
+ * loom_moe_decode_check): for row counts per (source, local expert) drawn
+ * with empty experts, partial tiles, exact tiles and long ones, on every
+ * rank of R in {1, 2, 3, 4, 8}, each raster band, local-first mode and a
+ * few column-block counts, every ticket is a distinct task in range, GEMM0s
+ * before GEMM1s, rows and first source right, and with local first an
+ * expert's first tile at the rank's own rows. */
+static void test_moe_decode(void) {
+  static const int Rs[] = {1, 2, 3, 4, 8}, Els[] = {1, 2, 5, 8}, rasters[] = {1, 3, 8};
+  static const int cols[][2] = {{1, 1}, {8, 8}, {3, 5}};
+  unsigned rng = 12345u;
+  for (size_t ri = 0; ri < sizeof Rs / sizeof Rs[0]; ri++)
+    for (size_t ei = 0; ei < sizeof Els / sizeof Els[0]; ei++)
+      for (int draw = 0; draw < 3; draw++) {
+        const int R = Rs[ri], El = Els[ei];
+        int rc[64];
+        for (int i = 0; i < R * El; i++) {
+          rng = rng * 1664525u + 1013904223u;
+          const unsigned u = rng >> 8, kind = u % 8;
+          rc[i] = kind == 0 ? 0 : kind < 3 ? (int)(1 + u % 127) : kind < 5 ? 128 * (int)(1 + u % 4)
+                                                                              : (int)(129 + u % 1900);
+        }
+        for (int rank = 0; rank < R; rank++)
+          for (size_t ra = 0; ra < sizeof rasters / sizeof rasters[0]; ra++)
+            for (int lf = 0; lf <= 2; lf++)
+              for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++) {
+                char msg[256] = "";
+                const int rcode = loom_moe_decode_check(R, El, rank, rasters[ra], lf, cols[ci][0], cols[ci][1], rc,
+                                                        msg, sizeof msg);
+                CHECK(rcode == 0, "moe_decode: %s", msg);
+              }
+      }
+}
+
 int main(void) {
+  test_moe_decode();
   test_moe_layouts();
   test_moe_28gib();
   test_moe_describe();

@@ -58,6 +58,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1238,15 +1239,15 @@ struct moe_task {
  * (raster 1, the order until session 17) streamed an expert's whole weight
  * matrix per row tile wherever it does not stay in L2 (Mixtral's w1 is
  * 235 MB an expert; the L2 is 50 MB). */
-static __device__ __forceinline__ void moe_raster(int o, int nt, int ncol, int raster, int *tl, int *nb) {
+static __host__ __device__ __forceinline__ void moe_raster(int o, int nt, int ncol, int raster, int *tl, int *nb) {
   const int band = o / (raster * ncol), r = o - band * raster * ncol;
   const int rows = min(raster, nt - band * raster);
   *nb = r / rows;
   *tl = band * raster + r % rows;
 }
 
-static __device__ __forceinline__ moe_task moe_decode(const loom_dev_comm &c, const loom_moe_params &p,
-                                                      const moe_shared &sh, int ticket, int nF, int nH) {
+static __host__ __device__ __forceinline__ moe_task moe_decode(const loom_dev_comm &c, const loom_moe_params &p,
+                                                               const moe_shared &sh, int ticket, int nF, int nH) {
   moe_task t;
   const int El = p.El, R = p.R, n0 = sh.tp[El] * nF;
   t.gemm = ticket >= n0;
@@ -2170,6 +2171,86 @@ extern "C" cudaError_t loom_moe_plan_create(const loom_dev_comm *c, loom_moe_par
 }
 
 extern "C" void loom_moe_plan_destroy(loom_moe_plan *plan) { delete plan; }
+
+/* moe_decode on the host over every ticket of one rank's expert phase
+ * (moe.h "test hook"). The layout is built from rc as moe_counts builds
+ * it: local expert le's rows start on a 128-row tile after the experts
+ * before it, source-major inside; tp counts its row tiles. */
+extern "C" int loom_moe_decode_check(int R, int El, int rank, int raster, int local_first, int nF, int nH,
+                                     const int *rc, char *msg, size_t len) {
+  moe_shared *sh = (moe_shared *)calloc(1, sizeof(moe_shared));
+  int *seen = NULL, rc_out = -1;
+  loom_moe_params p;
+  loom_dev_comm c;
+  memset(&p, 0, sizeof p);
+  memset(&c, 0, sizeof c);
+  p.R = R;
+  p.El = El;
+  p.raster = raster;
+  p.local_first = local_first;
+  c.rank = rank;
+  if (sh == NULL || R * El > LOOM_MOE_MAX_EXPERTS) {
+    snprintf(msg, len, "R * El = %d past the shared arrays", R * El);
+    free(sh);
+    return -1;
+  }
+  int base = 0, tiles = 0;
+  for (int le = 0; le < El; le++) {
+    int run = base;
+    for (int s = 0; s < R; s++) {
+      sh->rc[s * El + le] = rc[s * El + le];
+      sh->roff[s * El + le] = run;
+      run += rc[s * El + le];
+    }
+    const int nt = (run - base + LOOM_MOE_BM - 1) / LOOM_MOE_BM;
+    sh->tp[le] = tiles;
+    tiles += nt;
+    base += nt * LOOM_MOE_BM;
+  }
+  sh->tp[El] = tiles;
+  const int n0 = tiles * nF, total = tiles * (nF + nH);
+  seen = (int *)calloc((size_t)total > 0 ? (size_t)total : 1, sizeof(int));
+  if (seen == NULL) {
+    snprintf(msg, len, "out of memory");
+    free(sh);
+    return -1;
+  }
+  for (int ticket = 0; ticket < total; ticket++) {
+    const moe_task t = moe_decode(c, p, *sh, ticket, nF, nH);
+    const int le = t.le, ncol = t.gemm ? nH : nF;
+    const int nt = le >= 0 && le < El ? sh->tp[le + 1] - sh->tp[le] : 0;
+    const int b = le >= 0 && le < El ? sh->roff[le] : 0;
+    const int end = le >= 0 && le < El ? sh->roff[(R - 1) * El + le] + sh->rc[(R - 1) * El + le] : 0;
+    const char *bad = NULL;
+    if (t.gemm != (ticket >= n0)) bad = "GEMM0 / GEMM1 split";
+    else if (le < 0 || le >= El || t.tl < 0 || t.tl >= nt || t.nb < 0 || t.nb >= ncol) bad = "task out of range";
+    else if (t.row0 != (size_t)(b + t.tl * LOOM_MOE_BM) || t.dep != (int)(t.row0 / LOOM_MOE_BM)) bad = "row0 / dep";
+    else if (t.rows != min(LOOM_MOE_BM, end - (int)t.row0) || t.rows <= 0) bad = "rows";
+    else if (t.s < 0 || t.s >= R || sh->roff[t.s * El + le] > (int)t.row0 ||
+             (t.s + 1 < R && sh->roff[(t.s + 1) * El + le] <= (int)t.row0)) bad = "first source";
+    else {
+      const int id = (t.gemm ? n0 : 0) + (sh->tp[le] + t.tl) * ncol + t.nb;
+      if (seen[id]++) bad = "task decoded twice";
+    }
+    /* local first: an expert's first task is the first tile of this
+     * rank's own rows (when they start one) */
+    if (bad == NULL && local_first && R > 1 && ticket == (t.gemm ? n0 : 0) + sh->tp[le] * ncol) {
+      const int lead = (sh->roff[rank * El + le] - b + LOOM_MOE_BM - 1) / LOOM_MOE_BM;
+      if (lead < nt && t.tl != lead) bad = "local first: first tile";
+    }
+    if (bad != NULL) {
+      snprintf(msg, len, "ticket %d of %d (R %d El %d rank %d raster %d local_first %d nF %d nH %d): %s "
+               "(gemm %d le %d tl %d nb %d rows %d s %d)", ticket, total, R, El, rank, raster, local_first,
+               nF, nH, bad, t.gemm, t.le, t.tl, t.nb, t.rows, t.s);
+      goto out;
+    }
+  }
+  rc_out = 0; /* total tickets, each a distinct task: every task exactly once */
+out:
+  free(seen);
+  free(sh);
+  return rc_out;
+}
 
 extern "C" cudaError_t loom_launch_moe(const loom_moe_plan *pl, const loom_dev_comm *c, const loom_moe_params *p,
                                        const loom_moe_call *call, cudaStream_t stream) {

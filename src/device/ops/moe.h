@@ -140,6 +140,14 @@ typedef struct loom_moe_plan loom_moe_plan;
  * be the layer's). Also sets p->gate_depth. NULL *out on error. */
 cudaError_t loom_moe_plan_create(const loom_dev_comm *c, loom_moe_params *p, loom_moe_plan **out);
 void loom_moe_plan_destroy(loom_moe_plan *plan);
+/* Test hook (tests/cpu/test_layout.c; no GPU): the expert phase's task
+ * decode (moe.cu moe_decode) on the host for one rank, over every ticket
+ * of a layout with rc[s * El + le] rows from source s for local expert le:
+ * every (GEMM, expert, row tile, column block) exactly once, GEMM0s before
+ * GEMM1s, rows and first source of each tile, and with local_first an
+ * expert's first tile at this rank's own rows. 0, or -1 and a message. */
+int loom_moe_decode_check(int R, int El, int rank, int raster, int local_first, int nF, int nH, const int *rc,
+                          char *msg, size_t len);
 /* One forward: the single kernel launch (p as given to loom_moe_plan_create). */
 cudaError_t loom_launch_moe(const loom_moe_plan *plan, const loom_dev_comm *c, const loom_moe_params *p,
                             const loom_moe_call *call, cudaStream_t stream);
