@@ -216,6 +216,23 @@ static void pack_weight(const cli_bench *b, void *stage, float *tmp, const float
   ref_pack_array(stage, src, rows * cols, (int)b->dtype);
 }
 
+/* A host [rows x cols] ([in x out]) matrix packed (pack_weight) and copied
+ * to dev on the current GPU. 0, or -1. */
+static int upload_packed(const cli_bench *b, void *dev, const float *src, size_t rows, size_t cols) {
+  const size_t n = rows * cols;
+  const int out_in = state_of(b)->layout == LOOM_WEIGHTS_OUT_IN;
+  void *stage = malloc(n * b->es);
+  float *tmp = out_in ? malloc(n * sizeof(float)) : NULL;
+  int rc = -1;
+  if (stage != NULL && (!out_in || tmp != NULL)) {
+    pack_weight(b, stage, tmp, src, rows, cols);
+    rc = cudaMemcpy(dev, stage, n * b->es, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : -1;
+  }
+  free(stage);
+  free(tmp);
+  return rc;
+}
+
 /* Expert e's weights (host copy kept for the reference), scaled so
  * pre-activations and outputs are O(1), uploaded to its GPU in --weights'
  * layout. One task of the pool per expert: the random streams are per
@@ -227,46 +244,29 @@ static int expert_task(void *ctx, int e) {
   const int d = (int)(e / m->El);
   const size_t l = (size_t)(e % m->El);
   const size_t H = (size_t)m->H, F = (size_t)m->F, F1 = (size_t)m->F1;
-  const size_t n1 = H * F1, n2 = F * H, nmax = n1 > n2 ? n1 : n2;
+  const size_t n1 = H * F1, n2 = F * H;
   float *w1 = m->w1 + (size_t)e * n1, *w2 = m->w2 + (size_t)e * n2;
-  void *stage = malloc(nmax * b->es);
-  float *tmp = m->layout == LOOM_WEIGHTS_OUT_IN ? malloc(nmax * sizeof(float)) : NULL;
-  int rc = -1;
-  if (stage == NULL || (m->layout == LOOM_WEIGHTS_OUT_IN && tmp == NULL)) goto out;
-  if (cudaSetDevice(d) != cudaSuccess) goto out;
+  const moe_gpu *g = &m->g[d];
   cli_fill_random(w1, n1, sqrtf(3.0f / (float)H), KIND_W1, e, 0, b->dtype);
   cli_fill_random(w2, n2, sqrtf(3.0f / (float)F), KIND_W2, e, 0, b->dtype);
-  moe_gpu *g = &m->g[d];
-  pack_weight(b, stage, tmp, w1, H, F1);
-  if (cudaMemcpy((char *)g->w1 + l * n1 * b->es, stage, n1 * b->es, cudaMemcpyHostToDevice)) goto out;
-  pack_weight(b, stage, tmp, w2, F, H);
-  if (cudaMemcpy((char *)g->w2 + l * n2 * b->es, stage, n2 * b->es, cudaMemcpyHostToDevice)) goto out;
-  rc = 0;
-out:
-  if (rc) fprintf(stderr, "%s: GPU %d: uploading expert %d's weights failed\n", b->who, d, e);
-  free(stage);
-  free(tmp);
-  return rc;
+  if (cudaSetDevice(d) != cudaSuccess || upload_packed(b, (char *)g->w1 + l * n1 * b->es, w1, H, F1) != 0 ||
+      upload_packed(b, (char *)g->w2 + l * n2 * b->es, w2, F, H) != 0) {
+    fprintf(stderr, "%s: GPU %d: uploading expert %d's weights failed\n", b->who, d, e);
+    return -1;
+  }
+  return 0;
 }
 
 /* The shared gate on GPU d. */
 static int gate_task(void *ctx, int d) {
   cli_bench *b = (cli_bench *)ctx;
   moe_state *m = state_of(b);
-  const size_t H = (size_t)m->H, E = (size_t)m->E;
-  void *stage = malloc(H * E * b->es);
-  float *tmp = m->layout == LOOM_WEIGHTS_OUT_IN ? malloc(H * E * sizeof(float)) : NULL;
-  int rc = -1;
-  if (stage == NULL || (m->layout == LOOM_WEIGHTS_OUT_IN && tmp == NULL)) goto out;
-  if (cudaSetDevice(d) != cudaSuccess) goto out;
-  pack_weight(b, stage, tmp, m->gate_w, H, E);
-  if (cudaMemcpy(m->g[d].gate_w, stage, H * E * b->es, cudaMemcpyHostToDevice)) goto out;
-  rc = 0;
-out:
-  if (rc) fprintf(stderr, "%s: GPU %d: uploading the gate weights failed\n", b->who, d);
-  free(stage);
-  free(tmp);
-  return rc;
+  if (cudaSetDevice(d) != cudaSuccess ||
+      upload_packed(b, m->g[d].gate_w, m->gate_w, (size_t)m->H, (size_t)m->E) != 0) {
+    fprintf(stderr, "%s: GPU %d: uploading the gate weights failed\n", b->who, d);
+    return -1;
+  }
+  return 0;
 }
 
 /* Every expert's weights and the gate on the host (kept for the

@@ -495,7 +495,7 @@ static __device__ __forceinline__ void gate_stream_end(void) { cp_async_wait<0>(
 template <int DT>
 static __device__ void gate_logits_unit(const loom_moe_params &p, const void *x, int T, const gate_seq &s,
                                         int q, int nc, char *ring, float *lg, double *red) {
-  const int E = p.E, H = p.H;
+  const int E = p.E;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
   const int g = lane >> 2, tq = lane & 3;
   const int out_in = p.wlayout == LOOM_WEIGHTS_OUT_IN;
@@ -569,7 +569,6 @@ static __device__ void gate_logits_unit(const loom_moe_params &p, const void *x,
      * refill it, D chunks ahead (the next unit's once this one's are out) */
     gate_issue<DT>(p, x, T, s, nc, ring, D, j + D);
   }
-  (void)H;
   /* partial [token 16mb + g + 8(v/2)][expert 8n + 2t + v%2] of this warp
    * (the previous unit's reads of red, and the tile's picks, ended at
    * their barriers) */
