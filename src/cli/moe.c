@@ -205,19 +205,9 @@ static int moe_alloc(cli_bench *b, int d) {
   return 0;
 }
 
-/* One [rows x cols] ([in x out]) host matrix into stage, in the layer's
- * layout (transposed through tmp for OUT_IN) and dtype. */
-static void pack_weight(const cli_bench *b, void *stage, float *tmp, const float *src,
-                        size_t rows, size_t cols) {
-  if (state_of(b)->layout == LOOM_WEIGHTS_OUT_IN) {
-    ref_transpose(tmp, src, 1, rows, cols);
-    src = tmp;
-  }
-  ref_pack_array(stage, src, rows * cols, (int)b->dtype);
-}
-
-/* A host [rows x cols] ([in x out]) matrix packed (pack_weight) and copied
- * to dev on the current GPU. 0, or -1. */
+/* A host [rows x cols] ([in x out]) matrix in the layer's layout
+ * (transposed through tmp for OUT_IN) and dtype, copied to dev on the
+ * current GPU. 0, or -1. */
 static int upload_packed(const cli_bench *b, void *dev, const float *src, size_t rows, size_t cols) {
   const size_t n = rows * cols;
   const int out_in = state_of(b)->layout == LOOM_WEIGHTS_OUT_IN;
@@ -225,7 +215,11 @@ static int upload_packed(const cli_bench *b, void *dev, const float *src, size_t
   float *tmp = out_in ? malloc(n * sizeof(float)) : NULL;
   int rc = -1;
   if (stage != NULL && (!out_in || tmp != NULL)) {
-    pack_weight(b, stage, tmp, src, rows, cols);
+    if (out_in) {
+      ref_transpose(tmp, src, 1, rows, cols);
+      src = tmp;
+    }
+    ref_pack_array(stage, src, n, (int)b->dtype);
     rc = cudaMemcpy(dev, stage, n * b->es, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : -1;
   }
   free(stage);
