@@ -753,6 +753,28 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
 
 /* ---- phase 2: place ----------------------------------------------------------- */
 
+static __device__ void seg_scan(int *a, int nseg, int len, int *scan);
+
+/* Before grid barrier 1: the credits of the previous call. This call's
+ * first store into rank d's window is its header (phase_place), sent by
+ * block G - 1 - d (and every G-th below it where G < R): that block first
+ * waits until d has finished reading the previous call, whatever operator
+ * it was (loom_block_wait_peer_ready). The last blocks have the fewest gate
+ * tiles (round-robin), so the wait mostly hides behind the others' gate
+ * work instead of lengthening place (until session 19 it ran in place,
+ * between the tile positions and the header). Dispatch stores and GEMM1
+ * returns come after grid barrier 2, so they are ordered after these waits
+ * too. 0 after an abort (raised: barrier 1 then fails everywhere). */
+static __device__ int moe_credits(const loom_dev_comm &c, const loom_moe_params &p,
+                                  const loom_moe_call &call, moe_shared &sh, uint64_t epoch) {
+  for (int d = (int)gridDim.x - 1 - (int)blockIdx.x; d < p.R; d += (int)gridDim.x) {
+    tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_CREDIT, d, 0, 0, 0);
+    if (!loom_block_wait_peer_ready(c, d, epoch)) return 0;
+    tr_close(p, call, sh, TR_WAIT);
+  }
+  return 1;
+}
+
 static __device__ int capacity_of(const loom_moe_params &p, int T) {
   if (p.capacity_factor <= 0.0) return 0x7fffffff;
   return (int)ceil(p.capacity_factor * (double)T * p.K / p.E);
@@ -781,15 +803,16 @@ static __device__ __forceinline__ int place_sum(const loom_moe_params &p, int e,
   return sum;
 }
 static_assert(LOOM_MOE_TT * LOOM_MOE_MAX_TOPK <= LOOM_MOE_MAX_EXPERTS, "a tile's ids fit in sh.work");
-static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params &p,
-                                  const loom_moe_call &call, moe_shared &sh, uint64_t epoch,
-                                  int *base) {
+static __device__ void phase_place(const loom_dev_comm &c, const loom_moe_params &p,
+                                   const loom_moe_call &call, moe_shared &sh, uint64_t epoch,
+                                   int *base) {
   const int E = p.E, K = p.K, El = p.El, T = call.T;
   const int ntiles = (T + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
   const int cap = capacity_of(p, T);
   const int bx = (int)blockIdx.x, gx = (int)gridDim.x;
+  const int hd0 = gx - 1 - bx; /* moe_credits: the first destination of this block's headers */
   tr_open(call, sh, TR_WORK, LOOM_MOE_TRACE_PLACE, TR_NO_PEER,
-          bx < ntiles ? (ntiles - 1 - bx) / gx + 1 : 0, bx < p.R ? (p.R - 1 - bx) / gx + 1 : 0, 0);
+          bx < ntiles ? (ntiles - 1 - bx) / gx + 1 : 0, hd0 < p.R ? (p.R - 1 - hd0) / gx + 1 : 0, 0);
   /* Per-expert counts of every token tile, summed in slices: thread (s, e)
    * adds expert e's counts of tiles [lo(s), lo(s+1)) with eight loads in
    * flight, all threads at once (a per-expert walk over all tiles was a
@@ -809,14 +832,8 @@ static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params 
     sh.kept[e] = min(tot, cap);
   }
   __syncthreads();
-  for (int d = threadIdx.x; d < p.R; d += blockDim.x) {
-    int off = 0;
-    for (int le = 0; le < El; le++) {
-      sh.offs[d * El + le] = off;
-      off += sh.kept[d * El + le];
-    }
-  }
-  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += blockDim.x) sh.offs[e] = sh.kept[e];
+  seg_scan(sh.offs, p.R, El, sh.scan); /* offs[d * El + le]: kept rows of (d, le' < le) */
   if (blockIdx.x == 0)
     for (int e = threadIdx.x; e < E; e += blockDim.x) p.kept[e] = sh.kept[e];
 
@@ -867,13 +884,9 @@ static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params 
 
   /* header for destination d: kept rows of every expert, config hash,
    * call number (padded). The header is this call's first store into d's
-   * window: first wait until d has finished reading the previous call,
-   * whatever operator it was (loom_wait_peer_ready). Dispatch stores come
-   * after grid barrier 2, so they are ordered after these waits too. */
-  for (int d = blockIdx.x; d < p.R; d += gridDim.x) {
-    tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_CREDIT, d, 0, 0, 0);
-    if (!loom_block_wait_peer_ready(c, d, epoch)) return 0;
-    tr_close(p, call, sh, TR_WAIT);
+   * window; this block waited for d's credit before grid barrier 1
+   * (moe_credits). */
+  for (int d = hd0; d < p.R; d += gx) {
     int32_t *hdr = (int32_t *)loom_peer_ptr(c, d, p.hdr_off + (size_t)(epoch & 1) * p.hdr_parity_bytes +
                                                       (size_t)c.rank * p.hdr_stride);
     for (int i = threadIdx.x; i < (int)(p.hdr_stride / 4); i += blockDim.x)
@@ -884,25 +897,32 @@ static __device__ int phase_place(const loom_dev_comm &c, const loom_moe_params 
     if (threadIdx.x == 0) loom_signal(c, d, 0, epoch);
   }
   tr_close(p, call, sh, TR_WORK);
-  return 1;
 }
 
 /* ---- phase 3a: counts ------------------------------------------------------------ */
 
 /* Exclusive prefix sums of nseg segments of len ints each (a[seg * len +
- * i]), in place. Short segments: a thread walks each; long ones (then few):
- * one block-wide scan per segment (chunk per thread, warp shuffles). All
- * threads; blockDim.x a multiple of 32. */
+ * i]), in place. Short segments: a warp each, two elements a lane, one
+ * shuffle scan (a thread walking a segment was a chain of shared-memory
+ * round trips: ~1.5 us at len = 64, three of them per call in moe_counts,
+ * session 19); long ones (then few): one block-wide scan per segment
+ * (chunk per thread, warp shuffles). All threads; blockDim.x a multiple of
+ * 32. */
 static __device__ void seg_scan(int *a, int nseg, int len, int *scan) {
   if (len <= 64) {
     __syncthreads();
-    for (int g = threadIdx.x; g < nseg; g += blockDim.x) {
-      int run = 0;
-      for (int i = 0; i < len; i++) {
-        const int v = a[g * len + i];
-        a[g * len + i] = run;
-        run += v;
+    const int lane = threadIdx.x & 31, i0 = 2 * lane;
+    for (int g = (int)threadIdx.x >> 5; g < nseg; g += (int)blockDim.x >> 5) {
+      int *v = a + g * len;
+      const int x0 = i0 < len ? v[i0] : 0, x1 = i0 + 1 < len ? v[i0 + 1] : 0;
+      int x = x0 + x1; /* inclusive over the lanes' pairs */
+      for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
       }
+      const int before = x - x0 - x1;
+      if (i0 < len) v[i0] = before;
+      if (i0 + 1 < len) v[i0 + 1] = before + x0;
     }
     __syncthreads();
     return;
@@ -949,9 +969,9 @@ static __device__ void seg_scan(int *a, int nseg, int len, int *scan) {
  *   sh.rc, sh.roff, sh.soff  per (source, local expert) of this rank
  *   sh.tp[le]    first row tile of local expert le in task order; tp[El] all
  * and the stats. 0 after a raised error. Dispatch stores come after this,
- * so after every source's header, and after the credit waits of phase 2
- * (grid barrier 2). GEMM1 rows go back into source s's window later: the
- * reuse rule for s was met in phase 2 too. */
+ * so after every source's header, and after the credit waits before grid
+ * barrier 1 (moe_credits). GEMM1 rows go back into source s's window
+ * later: the reuse rule for s was met there too. */
 /* Word i of source s's header of this call in our window (moe.h: the kept
  * rows of expert i < E, then the config hash and the call number). Written
  * by s during this call, read after its signal: volatile, not cached. */
@@ -964,26 +984,41 @@ static __device__ __forceinline__ int32_t moe_hdr(const loom_dev_comm &c, const 
 static __device__ int moe_counts(const loom_dev_comm &c, const loom_moe_params &p,
                                  const loom_moe_call &call, moe_shared &sh, uint64_t epoch) {
   const int El = p.El, R = p.R, E = p.E, me = c.rank;
-  for (int i = 0; i < R; i++) {
-    const int s = (me + i) % R;
-    tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_HEADER, s, 0, 0, 0);
-    if (!loom_block_wait(c, s, 0, epoch)) return 0;
-    tr_close(p, call, sh, TR_WAIT);
-    int mismatch = 0;
-    if (threadIdx.x == 0) {
+  /* Every source's header at once: lane s of warp 0 waits for source s's
+   * signal (and its call tag), then checks the header's config hash and
+   * call number. One source after another was ~3 dependent round trips
+   * each (the signal, the tag, the two words): ~11 us at R = 4 (session 19
+   * trace). The wait slice names the source that came last. */
+  tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_HEADER, TR_NO_PEER, 0, 0, 0);
+  const int traced = call.tr_events != NULL;
+  int bad = 0;
+  uint32_t waited = 0; /* traced: 1 + the ns this lane waited (0: no source) */
+  if (threadIdx.x < 32 && (int)threadIdx.x < R) {
+    const int s = (int)threadIdx.x;
+    const uint64_t w0 = traced ? ptx_globaltimer_ns() : 0;
+    if (!loom_wait_signal(c, s, 0, epoch)) {
+      bad = 1;
+    } else {
       const uint32_t theirs = (uint32_t)moe_hdr(c, p, epoch, s, E);
       const uint32_t call_no = (uint32_t)moe_hdr(c, p, epoch, s, E + 1);
       if (theirs != p.cfg_hash) {
-        mismatch = 1;
+        bad = 1;
         LOOM_RAISE(c, LOOM_INVALID_ARGUMENT, s, LOOM_WAIT_CONFIG_MISMATCH, 0, p.cfg_hash, theirs, 0);
       } else if (call_no != (uint32_t)epoch) {
-        mismatch = 1;
+        bad = 1;
         LOOM_RAISE(c, LOOM_INVALID_USAGE, s, LOOM_WAIT_CALL_MISMATCH, 0,
                    loom_call_tag((uint32_t)epoch, c.op), loom_call_tag(call_no, c.op), 0);
       }
     }
-    if (__syncthreads_or(mismatch)) return 0;
+    if (traced) waited = (uint32_t)min(ptx_globaltimer_ns() - w0, (uint64_t)0xfffffffeu) + 1u;
   }
+  if (traced && threadIdx.x < 32) { /* the last source to arrive, for the trace */
+    const uint32_t most = __reduce_max_sync(0xffffffffu, waited);
+    const uint32_t last = __reduce_min_sync(0xffffffffu, waited == most ? threadIdx.x : 0xffffffffu);
+    if (threadIdx.x == 0) sh.tr.open[TR_WAIT].peer = (uint8_t)last;
+  }
+  if (__syncthreads_or(bad)) return 0;
+  tr_close(p, call, sh, TR_WAIT);
   /* sender side: per expert e, all sources' rows (roundup to the tile:
    * experts start on 128-row boundaries) into roff (scratch here), rows of
    * sources before this one into work */
@@ -2001,19 +2036,22 @@ __global__ void __launch_bounds__(HOP ? MOE_HOP_THREADS : moe_cfg::threads, moe_
   }
   /* a peer that failed since our last call stops this one at once */
   const int go = !loom_block_aborted(c);
-  if (go) phase_gate<DT>(c, p, call, sh, epoch, (float *)smem);
+  if (go) {
+    phase_gate<DT>(c, p, call, sh, epoch, (float *)smem);
+    moe_credits(c, p, call, sh, epoch); /* a failure raised the abort: barrier 1 fails */
+  }
   phase_mark(p, 0, t0);
   tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_BARRIER, TR_NO_PEER, 1, 0, 0);
   if (go && loom_grid_barrier(c, 1)) {
     tr_close(p, call, sh, TR_WAIT);
-    const int placed = phase_place(c, p, call, sh, epoch, (int *)smem);
+    phase_place(c, p, call, sh, epoch, (int *)smem);
     phase_mark(p, 1, t0);
-    /* a block whose credit wait failed raised the abort flag: barrier 2
-     * then returns 0 everywhere, so nobody dispatches into that peer */
+    /* a block whose credit wait failed raised the abort flag: barrier 1
+     * returned 0 everywhere, so nobody sends that peer anything */
     tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_BARRIER, TR_NO_PEER, 2, 0, 0);
     const int barrier2 = loom_grid_barrier(c, 2);
     if (barrier2) tr_close(p, call, sh, TR_WAIT);
-    if (barrier2 && placed && moe_counts(c, p, call, sh, epoch)) {
+    if (barrier2 && moe_counts(c, p, call, sh, epoch)) {
       int limit = -1; /* every piece here (the mma.sync variant) */
       if constexpr (HOP) limit = moe_hop_fg_pieces(c, p, sh);
       phase_dispatch(c, p, call, sh, limit);
