@@ -7,13 +7,15 @@
  * counters. Every wait is bounded (transport.cuh).
  *
  *   1 gate      token tiles: logits (fp64 tensor cores), softmax, top-k;
- *               or caller routing. Per-tile expert counts.     | barrier 1
+ *               or caller routing. Per-tile expert counts. Then block
+ *               G - 1 - d waits for rank d's credit (moe_credits). | barrier 1
  *   2 place     every block derives kept counts and its send offsets;
  *               each token tile places its assignments in token-major
- *               order (capacity drops the late ones); block d < R sends
- *               rank d its header: the kept counts of EVERY expert.
+ *               order (capacity drops the late ones); block G - 1 - d
+ *               sends rank d its header: the kept counts of EVERY expert.
  *                                                               | barrier 2
- *   3 counts    every block waits for every source's header and derives
+ *   3 counts    every block waits for every source's header (all at
+ *               once, a lane each) and derives
  *               the expert-major layout: where its rows go at each dest,
  *               where each source's rows sit here, the row tiles.
  *     dispatch  pieces of MOE_DSUB rows of one (local expert, dest),
