@@ -2038,11 +2038,9 @@ __global__ void __launch_bounds__(HOP ? MOE_HOP_THREADS : moe_cfg::threads, moe_
   }
   /* a peer that failed since our last call stops this one at once */
   const int go = !loom_block_aborted(c);
-  if (go) {
-    phase_gate<DT>(c, p, call, sh, epoch, (float *)smem);
-    moe_credits(c, p, call, sh, epoch); /* a failure raised the abort: barrier 1 fails */
-  }
-  phase_mark(p, 0, t0);
+  if (go) phase_gate<DT>(c, p, call, sh, epoch, (float *)smem);
+  phase_mark(p, 0, t0); /* the gate's end: the credit waits below count in place's time, as before session 19 */
+  if (go) moe_credits(c, p, call, sh, epoch); /* a failure raised the abort: barrier 1 fails */
   tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_BARRIER, TR_NO_PEER, 1, 0, 0);
   if (go && loom_grid_barrier(c, 1)) {
     tr_close(p, call, sh, TR_WAIT);
