@@ -170,6 +170,21 @@ static __device__ __forceinline__ uint32_t ptx_mbar_try_wait_parity(uint64_t *ba
   return done;
 }
 
+/* 2^x and 1/x on the SFU, approximate (ex2: 2 ulp, rcp: 1 ulp), subnormal
+ * inputs and results flushed to zero: one MUFU op each, without the range
+ * fix-ups exp2f-style intrinsics wrap around it (a compare and two
+ * predicated multiplies each). Not volatile: the compiler may schedule them. */
+static __device__ __forceinline__ float ptx_ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+static __device__ __forceinline__ float ptx_rcp_ftz(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 /* Bring a tensor map (param, const or global space) into the descriptor cache. */
 static __device__ __forceinline__ void ptx_prefetch_tensormap(const void *map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");
