@@ -763,6 +763,10 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
 
 static __device__ void seg_scan(int *a, int nseg, int len, int *scan);
 
+/* The first destination whose header this block sends (phase_place) and
+ * whose credit it waits for (moe_credits); then every G-th after it. */
+static __device__ __forceinline__ int moe_hdr_dest0(void) { return (int)gridDim.x - 1 - (int)blockIdx.x; }
+
 /* Before grid barrier 1: the credits of the previous call. This call's
  * first store into rank d's window is its header (phase_place), sent by
  * block G - 1 - d (and every G-th below it where G < R): that block first
@@ -775,7 +779,7 @@ static __device__ void seg_scan(int *a, int nseg, int len, int *scan);
  * too. 0 after an abort (raised: barrier 1 then fails everywhere). */
 static __device__ int moe_credits(const loom_dev_comm &c, const loom_moe_params &p,
                                   const loom_moe_call &call, moe_shared &sh, uint64_t epoch) {
-  for (int d = (int)gridDim.x - 1 - (int)blockIdx.x; d < p.R; d += (int)gridDim.x) {
+  for (int d = moe_hdr_dest0(); d < p.R; d += (int)gridDim.x) {
     tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_CREDIT, d, 0, 0, 0);
     if (!loom_block_wait_peer_ready(c, d, epoch)) return 0;
     tr_close(p, call, sh, TR_WAIT);
@@ -818,7 +822,7 @@ static __device__ void phase_place(const loom_dev_comm &c, const loom_moe_params
   const int ntiles = (T + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
   const int cap = capacity_of(p, T);
   const int bx = (int)blockIdx.x, gx = (int)gridDim.x;
-  const int hd0 = gx - 1 - bx; /* moe_credits: the first destination of this block's headers */
+  const int hd0 = moe_hdr_dest0();
   tr_open(call, sh, TR_WORK, LOOM_MOE_TRACE_PLACE, TR_NO_PEER,
           bx < ntiles ? (ntiles - 1 - bx) / gx + 1 : 0, hd0 < p.R ? (p.R - 1 - hd0) / gx + 1 : 0, 0);
   /* Per-expert counts of every token tile, summed in slices: thread (s, e)
@@ -992,21 +996,23 @@ static __device__ __forceinline__ int32_t moe_hdr(const loom_dev_comm &c, const 
 static __device__ int moe_counts(const loom_dev_comm &c, const loom_moe_params &p,
                                  const loom_moe_call &call, moe_shared &sh, uint64_t epoch) {
   const int El = p.El, R = p.R, E = p.E, me = c.rank;
-  /* Every source's header at once: lane s of warp 0 waits for source s's
-   * signal (and its call tag), then checks the header's config hash and
-   * call number. One source after another was ~3 dependent round trips
-   * each (the signal, the tag, the two words): ~11 us at R = 4 (session 19
-   * trace). The wait slice names the source that came last. */
+  /* Every source's header at once: lane l of warp 0 waits for sources l,
+   * l + 32, ... (signal and call tag), then checks each header's config
+   * hash and call number. One source after another was ~3 dependent round
+   * trips each (the signal, the tag, the two words): ~11 us at R = 4
+   * (session 19 trace). The wait slice names the source that came last. */
   tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_HEADER, TR_NO_PEER, 0, 0, 0);
   const int traced = call.tr_events != NULL;
+  const uint64_t w0 = traced ? ptx_globaltimer_ns() : 0;
   int bad = 0;
-  uint32_t waited = 0; /* traced: 1 + the ns this lane waited (0: no source) */
-  if (threadIdx.x < 32 && (int)threadIdx.x < R) {
-    const int s = (int)threadIdx.x;
-    const uint64_t w0 = traced ? ptx_globaltimer_ns() : 0;
-    if (!loom_wait_signal(c, s, 0, epoch)) {
-      bad = 1;
-    } else {
+  uint32_t done = 0; /* traced: 1 + ns from w0 until this lane's latest source was checked */
+  int last = 0;      /* ... and that source */
+  if (threadIdx.x < 32)
+    for (int s = (int)threadIdx.x; s < R && !bad; s += 32) {
+      if (!loom_wait_signal(c, s, 0, epoch)) {
+        bad = 1;
+        continue; /* (ends the loop) */
+      }
       const uint32_t theirs = (uint32_t)moe_hdr(c, p, epoch, s, E);
       const uint32_t call_no = (uint32_t)moe_hdr(c, p, epoch, s, E + 1);
       if (theirs != p.cfg_hash) {
@@ -1017,13 +1023,15 @@ static __device__ int moe_counts(const loom_dev_comm &c, const loom_moe_params &
         LOOM_RAISE(c, LOOM_INVALID_USAGE, s, LOOM_WAIT_CALL_MISMATCH, 0,
                    loom_call_tag((uint32_t)epoch, c.op), loom_call_tag(call_no, c.op), 0);
       }
+      if (traced) {
+        done = (uint32_t)min(ptx_globaltimer_ns() - w0, (uint64_t)0xfffffffeu) + 1u;
+        last = s;
+      }
     }
-    if (traced) waited = (uint32_t)min(ptx_globaltimer_ns() - w0, (uint64_t)0xfffffffeu) + 1u;
-  }
   if (traced && threadIdx.x < 32) { /* the last source to arrive, for the trace */
-    const uint32_t most = __reduce_max_sync(0xffffffffu, waited);
-    const uint32_t last = __reduce_min_sync(0xffffffffu, waited == most ? threadIdx.x : 0xffffffffu);
-    if (threadIdx.x == 0) sh.tr.open[TR_WAIT].peer = (uint8_t)last;
+    const uint32_t most = __reduce_max_sync(0xffffffffu, done);
+    const uint32_t who = __reduce_min_sync(0xffffffffu, done == most ? (uint32_t)last : 0xffffffffu);
+    if (threadIdx.x == 0) sh.tr.open[TR_WAIT].peer = (uint8_t)who;
   }
   if (__syncthreads_or(bad)) return 0;
   tr_close(p, call, sh, TR_WAIT);
