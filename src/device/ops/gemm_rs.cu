@@ -19,7 +19,9 @@
  *
  * The side role (the producer warpgroup's warps 1-3, 96 threads per block)
  * walks the same chunks: block b takes work items b, b + grid, ... in chunk
- * order. A reduction item: wait for the R sources' flags of one of this
+ * order, and once its consumer warpgroups are out of the engine they take
+ * the block's next items too (hop_side_after: 256 more threads, at their
+ * register budget, for the last chunk's work). A reduction item: wait for the R sources' flags of one of this
  * rank's tiles, sum their partials in source order in fp32 (bitwise
  * deterministic), apply the activation, round, store the rows of C. The
  * all-reduce also pushes the result into every peer's window (the part for
@@ -33,8 +35,13 @@
 
 #include "collective.cuh"
 
-#define RS_BAR_REDUCE HOP_BAR_SIDE_FIRST
-#define RS_THREADS 96
+/* The two teams that take the side role's work items: the producer
+ * warpgroup's warps 1-3 from the start, the consumer warpgroups once their
+ * GEMM tasks are done (hop_side_after). Each has its named barrier. */
+#define RS_BAR_SIDE HOP_BAR_SIDE_FIRST
+#define RS_BAR_CONS (HOP_BAR_SIDE_FIRST + 1)
+#define RS_SIDE_THREADS 96
+#define RS_CONS_THREADS 256
 
 /* Column chunks of the task order: at most RS_MAX_CHUNKS (each chunk reads
  * the A rows once more), and fewer while one chunk of every owner (a phase)
@@ -64,11 +71,19 @@ static_assert(hop_pp<HOP_BF16>::BM == LOOM_RS_MIN_TILE && hop_pp<HOP_BF16>::BN =
               "loom_rs_slots counts the smallest tile's flags");
 static_assert(hop_pp<HOP_BF16>::CL == 1 && hop_large_w1<HOP_BF16>::CL == 1, "n_chunk needs CL = 1");
 
-struct rs_state {
-  int failed;     /* a flag poll gave up (fail holds why) */
-  int ok;         /* the poll's outcome, for the 96 threads */
-  int o, mb, nb;  /* the current work item: owner, tile (rs_item) */
+/* A team's current work item, written by its thread 0 (claim). */
+struct rs_team {
+  int go;              /* 1: work on the item; 0: the block's items are done, or a poll gave up */
+  int failed;          /* a flag poll of this team gave up (fail holds why) */
+  int o, mb, nb, slice; /* owner, tile (rs_item), slice of the tile */
   loom_wait_fail fail;
+};
+
+struct rs_state {
+  int next;          /* the block's items taken so far: item blockIdx.x + next * gridDim.x is next */
+  int stop;          /* a poll gave up: no team takes another item */
+  int cons_in;       /* the consumers are out of the engine and take items */
+  rs_team team[2];   /* 0: side warps, 1: consumers */
 };
 
 /* 16 bytes of T as floats, and back. */
@@ -143,28 +158,73 @@ static __device__ __forceinline__ int rs_item(const rs_kparams &p, int item, int
   return (r + i) % R;
 }
 
+/* Thread 0 of a team: loom_poll_flag for flag (src, slot) of `epoch`, for
+ * up to `periods` timeouts, that also stops when the block's other team
+ * has given up (*stop): then 0 with *stopped = 1 and f untouched (the
+ * other team's fault is the block's). Without that, a team waiting for an
+ * owner (two periods, below) kept the block, and so the settling of the
+ * other team's fault, a period late: the owner's own timeout, which names
+ * the missing source, then reached the others after their waits had
+ * expired (test_collective loopback, 8 ranks, a silent rank). */
+static __device__ __forceinline__ int rs_poll(const loom_dev_comm &c, int src, int slot, uint64_t epoch,
+                                              uint64_t periods, const int *stop, loom_wait_fail *f,
+                                              int *stopped) {
+  const uint64_t *flag = loom_flag_ptr(c, c.rank, src, slot);
+  uint64_t seen = ptx_ld_acquire_sys_u64(flag);
+  if (seen >= epoch) return 1;
+  const uint64_t start = ptx_globaltimer_ns();
+  for (uint32_t polls = 1;; ++polls) {
+    seen = ptx_ld_acquire_sys_u64(flag);
+    if (seen >= epoch) return 1;
+    if (polls % LOOM_WAIT_CHECK_EVERY) continue;
+    if (*(const volatile int *)stop) {
+      *stopped = 1;
+      return 0;
+    }
+    if (loom_abort_seen(c)) {
+      f->status = 0;
+      return 0;
+    }
+    const uint64_t waited = ptx_globaltimer_ns() - start;
+    if (waited > periods * c.timeout_ns) {
+      *f = loom_wait_fail{LOOM_TIMEOUT, src, LOOM_WAIT_SIGNAL, slot, epoch, seen, waited};
+      return 0;
+    }
+  }
+}
+
 /* Vector v of a slice of `vpr` 16-byte vectors per row: its byte offset. */
 static __device__ __forceinline__ size_t rs_vec_off(int v, int vpr, size_t pitch) {
   const int i = v / vpr;
   return (size_t)i * pitch + (size_t)(v - i * vpr) * 16;
 }
 
-/* The 96 side threads: nv vectors of a slice, out = act(sum over the R
+/* A team of NT threads: nv vectors of a slice, out = act(sum over the R
  * sources' partials at src + s * stride, in source order, fp32), also into
  * fin[1 .. R - 1] + the slice's offset (all-reduce: every peer's window,
- * over NVLink; stores, so nothing waits for them here). */
-template <int ACT, class T, bool AR>
+ * over NVLink; stores, so nothing waits for them here). The loads of SB
+ * sources are issued before their adds (one load in flight per thread made
+ * the reductions latency-bound: ~200 GB/s per GPU for the side warps), and
+ * the adds stay in source order (bitwise deterministic). */
+template <int ACT, class T, bool AR, int NT, int SB>
 static __device__ __forceinline__ void rs_reduce_rows(char *out, const char *src, size_t stride, int R,
                                                       char *const *fin, size_t fin_off, int nv, int vpr,
                                                       size_t pitch, unsigned tid) {
   typedef rs_vec<T> V;
-  for (int v = (int)tid; v < nv; v += RS_THREADS) {
+  for (int v = (int)tid; v < nv; v += NT) {
     const size_t off = rs_vec_off(v, vpr, pitch);
     float acc[V::n];
 #pragma unroll
     for (int e = 0; e < V::n; e++) acc[e] = 0.f;
-    for (int s = 0; s < R; s++) /* source order: deterministic */
-      V::add(acc, ptx_ld_cg_v4((const int4 *)(src + (size_t)s * stride + off)));
+    for (int s0 = 0; s0 < R; s0 += SB) {
+      int4 q[SB];
+#pragma unroll
+      for (int i = 0; i < SB; i++)
+        if (s0 + i < R) q[i] = ptx_ld_cg_v4((const int4 *)(src + (size_t)(s0 + i) * stride + off));
+#pragma unroll
+      for (int i = 0; i < SB; i++)
+        if (s0 + i < R) V::add(acc, q[i]);
+    }
 #pragma unroll
     for (int e = 0; e < V::n; e++) acc[e] = hop_act<ACT>(acc[e]);
     const int4 q = V::pack(acc);
@@ -174,23 +234,24 @@ static __device__ __forceinline__ void rs_reduce_rows(char *out, const char *src
   }
 }
 
-/* The 96 side threads: nv vectors of a slice from src (an owner's finished
- * rows, pushed into this rank's window) into out, two loads in flight per
+/* A team of NT threads: nv vectors of a slice from src (an owner's finished
+ * rows, pushed into this rank's window) into out, U loads in flight per
  * thread. */
+template <int NT, int U>
 static __device__ __forceinline__ void rs_copy_rows(char *out, const char *src, int nv, int vpr, size_t pitch,
                                                     unsigned tid) {
-  for (int v0 = (int)tid; v0 < nv; v0 += 2 * RS_THREADS) {
-    int4 q[2];
-    size_t off[2];
+  for (int v0 = (int)tid; v0 < nv; v0 += U * NT) {
+    int4 q[U];
+    size_t off[U];
 #pragma unroll
-    for (int u = 0; u < 2; u++) {
-      const int v = v0 + u * RS_THREADS;
+    for (int u = 0; u < U; u++) {
+      const int v = v0 + u * NT;
       off[u] = rs_vec_off(v, vpr, pitch);
       if (v < nv) q[u] = ptx_ld_cg_v4((const int4 *)(src + off[u]));
     }
 #pragma unroll
-    for (int u = 0; u < 2; u++)
-      if (v0 + u * RS_THREADS < nv) *(int4 *)(out + off[u]) = q[u];
+    for (int u = 0; u < U; u++)
+      if (v0 + u * NT < nv) *(int4 *)(out + off[u]) = q[u];
   }
 }
 
@@ -200,6 +261,7 @@ struct rs_side {
   static constexpr bool has_done = true;
   static constexpr bool chunked = true; /* hop_params.n_chunk's task order */
   static constexpr bool defer_done = !AR; /* hop_side_defer (reduce-scatter only: RESULTS session 16 (g)) */
+  static constexpr bool after_engine = true; /* hop_side_after: the consumers join the work items */
   const rs_kparams *P;
   uint64_t epoch;
   rs_state *st; /* shared memory */
@@ -214,31 +276,48 @@ struct rs_side {
     loom_signal(c, o, t.m_blk * P->n_tiles + t.n_blk, epoch);
   }
 
-  /* Thread 0 of the 96: work item `item` into st (rs_item), then the flags
-   * it waits for: the R sources' partials of an own tile, or the owner's
-   * signal of its finished tile. A poll that gives up sets st->failed
-   * (settled after the engine). */
-  __device__ __forceinline__ void claim(int item, int mt_all) const {
+  /* Thread 0 of a team: the block's next work item (st->next, shared by
+   * both teams) of `total`, its tile into tm (rs_item), then the flags it
+   * waits for: the R sources' partials of an own tile, or the owner's
+   * signal of its finished tile. A poll that gives up sets tm->failed and
+   * st->stop (settled after the engine): the other team leaves its poll
+   * (rs_poll) and takes no more items. tm->go = 0 ends the team's loop. */
+  __device__ __forceinline__ void claim(rs_team *tm, int total, int reserved, int mt_all) const {
     const rs_kparams &p = *P;
     const loom_dev_comm &c = p.c;
-    int mb, nb;
-    const int o = rs_item<AR>(p, item, mt_all, &mb, &nb);
-    const int slot = mb * p.n_tiles + nb;
-    int ok = 1;
-    if (o == c.rank)
-      for (int s = 0; s < c.nranks && ok; s++) ok = loom_poll_flag(c, s, slot, epoch, LOOM_WAIT_SIGNAL, &st->fail);
-    else { /* the owner waits for the same sources this rank's reductions do: when a
-            * source is missing, give the owner's own timeout (which names it) one
-            * more period to arrive here as an abort, rather than name the owner */
-      ok = loom_poll_flag(c, o, p.slot_tiles + slot, epoch, LOOM_WAIT_SIGNAL, &st->fail);
-      if (!ok && st->fail.status == LOOM_TIMEOUT)
-        ok = loom_poll_flag(c, o, p.slot_tiles + slot, epoch, LOOM_WAIT_SIGNAL, &st->fail);
+    if (reserved < total) { /* the side warps: the last column chunk's items wait for the consumers */
+      const int item = blockIdx.x + *(volatile int *)&st->next * (int)gridDim.x;
+      if (item >= reserved && item < total) {
+        const uint64_t t0 = ptx_globaltimer_ns(); /* bounded: past the timeout, take it anyway */
+        while (!*(volatile int *)&st->cons_in && ptx_globaltimer_ns() - t0 < c.timeout_ns) __nanosleep(512);
+      }
     }
-    st->o = o;
-    st->mb = mb;
-    st->nb = nb;
-    st->ok = ok;
-    if (!ok) st->failed = 1;
+    const int k = atomicAdd(&st->next, 1);
+    const int item = blockIdx.x + k * (int)gridDim.x;
+    if (item >= total || *(volatile int *)&st->stop) {
+      tm->go = 0;
+      return;
+    }
+    const int S = p.slices, tile = item / S;
+    int mb, nb;
+    const int o = rs_item<AR>(p, tile, mt_all, &mb, &nb);
+    const int slot = mb * p.n_tiles + nb;
+    int ok = 1, stopped = 0;
+    if (o == c.rank)
+      for (int s = 0; s < c.nranks && ok; s++) ok = rs_poll(c, s, slot, epoch, 1, &st->stop, &tm->fail, &stopped);
+    else /* the owner waits for the same sources this rank's reductions do: when a
+          * source is missing, give the owner's own timeout (which names it) one
+          * more period to arrive here as an abort, rather than name the owner */
+      ok = rs_poll(c, o, p.slot_tiles + slot, epoch, 2, &st->stop, &tm->fail, &stopped);
+    tm->o = o;
+    tm->mb = mb;
+    tm->nb = nb;
+    tm->slice = item - tile * S;
+    tm->go = ok;
+    if (!ok && !stopped) {
+      tm->failed = 1;
+      *(volatile int *)&st->stop = 1;
+    }
   }
 
   /* Thread 0, all-reduce: own tile `slot` is in every peer's window (the 96
@@ -254,29 +333,34 @@ struct rs_side {
     for (int d = 1; d < c.nranks; d++) loom_signal_fenced(c, (c.rank + d) % c.nranks, P->slot_tiles + slot, epoch);
   }
 
-  /* Warps 1-3 of the producer warpgroup, 40 registers: the reductions of
-   * this rank's tiles and (all-reduce) the copies of the peers' (polls
-   * only; a fault is settled afterwards). A work item is one slice of a
-   * tile (P->slices slices of bm / slices rows, so that small shapes spread
-   * their reductions over every block instead of one block per tile); items
-   * are dealt round-robin over the blocks in the engine's chunk order. Per
-   * item, thread 0 decodes and polls into shared memory, so the vector
-   * loops carry little state. */
-  __device__ __forceinline__ void operator()(int w) const {
+  /* A team of NT threads (named barrier BAR; tid 0 .. NT - 1): work items
+   * until the block's are done. The reductions of this rank's tiles and
+   * (all-reduce) the copies of the peers' (polls only; a fault is settled
+   * afterwards). A work item is one slice of a tile (P->slices slices of
+   * bm / slices rows, so that small shapes spread their reductions over
+   * every block instead of one block per tile); items are dealt round-robin
+   * over the blocks in the engine's chunk order, and inside a block to
+   * whichever team is free. Per item, the team's thread 0 decodes and polls
+   * into shared memory, so the vector loops carry little state. SB: sources
+   * loaded at once in a reduction, U: loads in flight in a copy. */
+  template <int NT, int BAR, int SB, int U, bool SIDE_WARPS>
+  __device__ __forceinline__ void work(rs_team *tm, unsigned tid) const {
     const rs_kparams &p = *P;
-    const int R = p.c.nranks, r = p.c.rank, S = p.slices, sr = p.bm / S;
-    const unsigned tid = (unsigned)(w * 32) + (threadIdx.x & 31u);
+    const int R = p.c.nranks, r = p.c.rank, sr = p.bm / p.slices;
     int mt_all = 0; /* m-blocks of the items of one chunk column */
     for (int i = 0; i < (AR ? R : 1); i++) mt_all += (rs_rows(p, (r + i) % R) + p.bm - 1) / p.bm;
-    const int total = mt_all * p.n_tiles * S;
+    const int total = mt_all * p.n_tiles * p.slices;
+    /* the last column chunk's first item: its partials are complete only
+     * as the engine ends, when the consumers are free to reduce them */
+    const int reserved =
+        SIDE_WARPS ? (p.n_tiles - 1) / p.hp.n_chunk * p.hp.n_chunk * mt_all * p.slices : total;
     const size_t pitch = (size_t)p.n * sizeof(T);
-    for (int item = blockIdx.x; item < total; item += gridDim.x) {
-      const int tile = item / S, slice = item - tile * S;
-      if (tid == 0) claim(tile, mt_all);
-      ptx_named_bar_sync(RS_BAR_REDUCE, RS_THREADS);
-      if (!st->ok) break;
-      const int o = st->o, mb = st->mb, nb = st->nb;
-      const int row0 = mb * p.bm + slice * sr; /* the slice's first row in o's rows */
+    for (;;) {
+      if (tid == 0) claim(tm, total, reserved, mt_all);
+      ptx_named_bar_sync(BAR, NT);
+      if (!tm->go) break;
+      const int o = tm->o, mb = tm->mb, nb = tm->nb;
+      const int row0 = mb * p.bm + tm->slice * sr; /* the slice's first row in o's rows */
       const int rows = max(0, min(sr, rs_rows(p, o) - row0));
       const int vpr = min(p.bn, p.n - nb * p.bn) / rs_vec<T>::n; /* 16-byte vectors per row (n % 8 == 0) */
       /* the slice inside an owner's rows, and where it goes in C */
@@ -284,21 +368,43 @@ struct rs_side {
       char *const out = p.out + (AR ? (size_t)loom_ar_row0(p.m, R, o) * pitch : 0) + off;
       char *const win = loom_local_ptr(p.c, p.c.data_offset);
       if (o == r) {
-        rs_reduce_rows<ACT, T, AR>(out, win + off, p.stride, R, p.fin_peer, off, rows * vpr, vpr, pitch, tid);
+        rs_reduce_rows<ACT, T, AR, NT, SB>(out, win + off, p.stride, R, p.fin_peer, off, rows * vpr, vpr, pitch,
+                                           tid);
         if (AR) { /* the tile's last slice tells every peer */
-          ptx_named_bar_sync(RS_BAR_REDUCE, RS_THREADS);
+          ptx_named_bar_sync(BAR, NT);
           if (tid == 0) {
             const int slot = mb * p.n_tiles + nb;
-            if (S == 1 || coll_last_part(p.counters + (size_t)r * p.c.slots + slot, (uint32_t)S)) publish(slot);
+            if (p.slices == 1 || coll_last_part(p.counters + (size_t)r * p.c.slots + slot, (uint32_t)p.slices))
+              publish(slot);
           }
         }
       } else if (AR) { /* a peer's finished tile, pushed here: the slice's rows into C */
-        rs_copy_rows(out, win + (size_t)loom_ar_fin_part(o, r, R) * p.stride + off, rows * vpr, vpr, pitch,
-                     tid);
+        rs_copy_rows<NT, U>(out, win + (size_t)loom_ar_fin_part(o, r, R) * p.stride + off, rows * vpr, vpr,
+                            pitch, tid);
       }
-      ptx_named_bar_sync(RS_BAR_REDUCE, RS_THREADS); /* st read by all before the next claim */
+      ptx_named_bar_sync(BAR, NT); /* tm read by all before the next claim */
     }
     if (tid == 0) coll_stamp(p.stamps, LOOM_COLL_STAMP_SIDE);
+  }
+
+  /* Warps 1-3 of the producer warpgroup, 40 registers: from the start,
+   * up to the last column chunk, whose items they share with the consumers
+   * once those arrive (one load in flight per thread: more spilled at 40
+   * registers, and the spills cost more than they won). */
+  __device__ __forceinline__ void operator()(int w) const {
+    work<RS_SIDE_THREADS, RS_BAR_SIDE, 1, 2, true>(&st->team[0], (unsigned)(w * 32) + (threadIdx.x & 31u));
+  }
+
+  /* The consumer warpgroups (232 registers) once their tasks are done: the
+   * block's items left, the last column chunk's first (those reductions
+   * ran on the 96 side threads alone for ~50 us after the engine at M =
+   * 16384, N = 1024 on 4 GPUs: RESULTS session 16 (f)). */
+  __device__ __forceinline__ void after() const {
+    if (threadIdx.x == 0) {
+      coll_stamp(P->stamps, LOOM_COLL_STAMP_GEMM);
+      *(volatile int *)&st->cons_in = 1;
+    }
+    work<RS_CONS_THREADS, RS_BAR_CONS, LOOM_AG_MAX_RANKS, 4, false>(&st->team[1], threadIdx.x);
   }
 };
 
@@ -310,10 +416,11 @@ struct rs_side {
 static __device__ __forceinline__ int rs_diagnose(const rs_kparams &p, const rs_state *st, uint64_t epoch,
                                                   loom_wait_fail *f) {
   const loom_dev_comm &c = p.c;
-  if (st->failed) {
-    *f = st->fail;
-    return 1;
-  }
+  for (int i = 0; i < 2; i++)
+    if (st->team[i].failed) {
+      *f = st->team[i].fail;
+      return 1;
+    }
   if (*(volatile uint32_t *)p.hp.error & HOP_ERR_TIMEOUT) {
     *f = loom_wait_fail{0, c.rank, LOOM_WAIT_CREDIT, loom_credit_slot(c), epoch - 1, 0, c.timeout_ns};
     if (loom_abort_seen(c)) return 1;
@@ -336,6 +443,7 @@ static __device__ __forceinline__ int rs_diagnose(const rs_kparams &p, const rs_
 template <class CFG, int ACT, int OUT, bool AR>
 __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_constant__ rs_kparams P) {
   typedef typename hop_out_type<OUT>::T T;
+  static_assert(CFG::consumer_wgs * 128 == RS_CONS_THREADS, "rs_side::after: every consumer thread");
   extern __shared__ uint8_t rs_smem_raw[];
   __shared__ rs_state st;
   const uint64_t epoch = loom_kernel_begin(P.c);
@@ -345,15 +453,16 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
   }
   if (threadIdx.x == 0) {
     coll_stamp(P.stamps, LOOM_COLL_STAMP_BEGIN);
-    st.failed = 0;
-    st.ok = 1;
+    st.next = 0;
+    st.stop = 0;
+    st.cons_in = 0;
+    st.team[0].failed = st.team[1].failed = 0;
   }
   __syncthreads();
   /* partials leave the epilogue as they are: the activation comes after the sum */
   hop_gemm_run<CFG, HOP_ACT_NONE, OUT, rs_side<ACT, T, AR>>(P.hp, rs_smem_raw, (uint32_t)epoch,
                                                             rs_side<ACT, T, AR>{&P, epoch, &st});
-  if (threadIdx.x == 0) coll_stamp(P.stamps, LOOM_COLL_STAMP_GEMM); /* a consumer thread */
-  __syncthreads(); /* consumers at 232 registers, the producer warpgroup at 40: light code only */
+  __syncthreads(); /* (the GEMM stamp: rs_side::after) */ /* consumers at 232 registers, the producer warpgroup at 40: light code only */
   if (threadIdx.x == 0) {
     loom_wait_fail f;
     if (rs_diagnose(P, &st, epoch, &f)) loom_wait_settle(P.c, f);
@@ -364,23 +473,31 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
 
 /* ---- host ------------------------------------------------------------------ */
 
-/* Side-role work items per tile for `tiles` reduction (and gather) tiles on
+/* Work items per tile (slices) for `tiles` reduction (and gather) tiles on
  * `sms` blocks: a power of two, slices of at least RS_MIN_SLICE_ROWS rows,
- * doubled while the items still fit in one per block. Where there are fewer
- * tiles than blocks (M = 4096, N = 256 on 2 GPUs: 32 own tiles for 132
- * blocks), one item per tile left most blocks out of the reductions, which
- * ran after the GEMM on a few blocks' 96 threads (2x H200: 45.2 -> 37.4 us
- * with 8 slices). More items than blocks only add per-item polls and
- * barriers (M = 8192: 97.5 -> 106.2 us with 4 slices on 128 tiles).
+ * at least RS_MIN_SLICES, and doubled while the items still fit in one per
+ * block.
+ *   - Where there are fewer tiles than blocks (M = 4096, N = 256 on 2
+ *     GPUs: 32 own tiles for 132 blocks), one item per tile left most
+ *     blocks out of the reductions (2x H200: 45.2 -> 37.4 us with 8).
+ *   - The last column chunk's reductions can start only as the engine
+ *     ends; then each block's consumers and side warps share its items, so
+ *     whole tiles left blocks idle and one team per tile. 4x H100, slices
+ *     1 / 2 / 4 (bench/RESULTS.md session 20): M = 16384, N = 1024
+ *     reduce-scatter 313 / 291 / 279 us, all-reduce 380 / 354 / 347;
+ *     Llama M = 4096 reduce-scatter 804 / 777 / 773, all-reduce 878 / 841
+ *     / 852; M = 8192, N = 512 all-reduce 106 / 97 / 100.
  * LOOM_RS_SLICES=n forces n (rounded down to a power of two within those
  * bounds; tests, diagnostics). */
 #define RS_MIN_SLICE_ROWS 16
+#define RS_MIN_SLICES 4
 static int rs_slices(int64_t tiles, int sms, int bm) {
+  const int most = bm / RS_MIN_SLICE_ROWS;
   int s = 1;
-  while (s * 2 <= bm / RS_MIN_SLICE_ROWS && tiles * s * 2 <= (int64_t)sms) s *= 2;
+  while (s * 2 <= most && (s * 2 <= RS_MIN_SLICES || tiles * s * 2 <= (int64_t)sms)) s *= 2;
   const char *force = getenv("LOOM_RS_SLICES");
   if (force && atoi(force) >= 1)
-    for (s = 1; s * 2 <= atoi(force) && s * 2 <= bm / RS_MIN_SLICE_ROWS;) s *= 2;
+    for (s = 1; s * 2 <= atoi(force) && s * 2 <= most;) s *= 2;
   return s;
 }
 

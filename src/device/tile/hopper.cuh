@@ -485,6 +485,18 @@ template <class S> struct hop_side_defer<S, decltype((void)S::defer_done, void()
   static constexpr bool value = S::defer_done;
 };
 
+/* Whether a SIDE wants the consumer threads once their tasks are done: its
+ * `static constexpr bool after_engine`, false when it has none. Then every
+ * consumer thread calls side.after() as it leaves the engine (inside the
+ * consumers' branch, so at their register budget): the operator hands them
+ * the side role's remaining work (the reduce-scatter's last reductions). */
+template <class S, class = void> struct hop_side_after {
+  static constexpr bool value = false;
+};
+template <class S> struct hop_side_after<S, decltype((void)S::after_engine, void())> {
+  static constexpr bool value = S::after_engine;
+};
+
 /* Next task of this block, or 0 when done. Inside a group, tiles go in bands
  * of raster_m m-blocks: down the band's m-blocks first, then to the next
  * n-block, so the ~#SMs tiles in flight share a few A row blocks and B column
@@ -1094,6 +1106,9 @@ struct hop_no_side {
  *               runs alongside the GEMM: the operator's communication role.
  *               SIDE::has_done: side.done(t) after each task's epilogue
  *               (hop_task_done; one consumer thread, consumer budget).
+ *               hop_side_after: side.after() by every consumer thread
+ *               when its tasks are done (consumer budget; the named
+ *               barriers above HOP_BAR_SIDE_FIRST are the operator's).
  * Every warp returns at its role's register budget (consumers
  * CFG::consumer_regs, the producer warpgroup CFG::producer_regs). An
  * operator may go on with block-wide code (a __syncthreads first): ptxas
@@ -1136,6 +1151,7 @@ static __device__ __forceinline__ void hop_gemm_run(const hop_params &p, uint8_t
   } else { /* consumer warpgroups 0 .. consumer_wgs-1 */
     ptx_setmaxnreg_inc<CFG::consumer_regs>();
     hop_consumer<CFG, ACT, OUT>(p, sm, wg, side);
+    if constexpr (hop_side_after<SIDE>::value) side.after();
   }
   /* clusters: stay until the peer is done with this CTA: its consumers
    * arrive on this CTA's empty barriers up to their last stage (this CTA's
