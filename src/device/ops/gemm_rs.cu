@@ -21,11 +21,12 @@
  * walks the same chunks: block b takes work items b, b + grid, ... in chunk
  * order, and once its consumer warpgroups are out of the engine they take
  * the block's next items too (hop_side_after: 256 more threads, at their
- * register budget, for the last chunk's work). A reduction item: wait for the R sources' flags of one of this
- * rank's tiles, sum their partials in source order in fp32 (bitwise
- * deterministic), apply the activation, round, store the rows of C. The
- * all-reduce also pushes the result into every peer's window (the part for
- * owner r there, loom_ar_fin_part) and then signals each peer; its gather
+ * register budget; the last column chunk waits for them). A reduction
+ * item: wait for the R sources' flags of one of this rank's tiles, sum
+ * their partials in source order in fp32 (bitwise deterministic), apply
+ * the activation, round, store the rows of C. The all-reduce also pushes
+ * the result into every peer's window (the part for owner r there,
+ * loom_ar_fin_part) and then signals each peer; its gather
  * items (the peers' tiles of the same chunk) wait for the owner's signal and
  * copy the owner's finished rows from this rank's own window into C (local
  * reads: nothing crosses NVLink twice, and no rank reads another's window).
@@ -462,7 +463,9 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
   /* partials leave the epilogue as they are: the activation comes after the sum */
   hop_gemm_run<CFG, HOP_ACT_NONE, OUT, rs_side<ACT, T, AR>>(P.hp, rs_smem_raw, (uint32_t)epoch,
                                                             rs_side<ACT, T, AR>{&P, epoch, &st});
-  __syncthreads(); /* (the GEMM stamp: rs_side::after) */ /* consumers at 232 registers, the producer warpgroup at 40: light code only */
+  /* consumers at 232 registers, the producer warpgroup at 40: light code
+   * only (the GEMM stamp is rs_side::after's) */
+  __syncthreads();
   if (threadIdx.x == 0) {
     loom_wait_fail f;
     if (rs_diagnose(P, &st, epoch, &f)) loom_wait_settle(P.c, f);
