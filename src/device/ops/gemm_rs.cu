@@ -159,41 +159,6 @@ static __device__ __forceinline__ int rs_item(const rs_kparams &p, int item, int
   return (r + i) % R;
 }
 
-/* Thread 0 of a team: loom_poll_flag for flag (src, slot) of `epoch`, for
- * up to `periods` timeouts, that also stops when the block's other team
- * has given up (*stop): then 0 with *stopped = 1 and f untouched (the
- * other team's fault is the block's). Without that, a team waiting for an
- * owner (two periods, below) kept the block, and so the settling of the
- * other team's fault, a period late: the owner's own timeout, which names
- * the missing source, then reached the others after their waits had
- * expired (test_collective loopback, 8 ranks, a silent rank). */
-static __device__ __forceinline__ int rs_poll(const loom_dev_comm &c, int src, int slot, uint64_t epoch,
-                                              uint64_t periods, const int *stop, loom_wait_fail *f,
-                                              int *stopped) {
-  const uint64_t *flag = loom_flag_ptr(c, c.rank, src, slot);
-  uint64_t seen = ptx_ld_acquire_sys_u64(flag);
-  if (seen >= epoch) return 1;
-  const uint64_t start = ptx_globaltimer_ns();
-  for (uint32_t polls = 1;; ++polls) {
-    seen = ptx_ld_acquire_sys_u64(flag);
-    if (seen >= epoch) return 1;
-    if (polls % LOOM_WAIT_CHECK_EVERY) continue;
-    if (*(const volatile int *)stop) {
-      *stopped = 1;
-      return 0;
-    }
-    if (loom_abort_seen(c)) {
-      f->status = 0;
-      return 0;
-    }
-    const uint64_t waited = ptx_globaltimer_ns() - start;
-    if (waited > periods * c.timeout_ns) {
-      *f = loom_wait_fail{LOOM_TIMEOUT, src, LOOM_WAIT_SIGNAL, slot, epoch, seen, waited};
-      return 0;
-    }
-  }
-}
-
 /* Vector v of a slice of `vpr` 16-byte vectors per row: its byte offset. */
 static __device__ __forceinline__ size_t rs_vec_off(int v, int vpr, size_t pitch) {
   const int i = v / vpr;
@@ -282,7 +247,7 @@ struct rs_side {
    * waits for: the R sources' partials of an own tile, or the owner's
    * signal of its finished tile. A poll that gives up sets tm->failed and
    * st->stop (settled after the engine): the other team leaves its poll
-   * (rs_poll) and takes no more items. tm->go = 0 ends the team's loop. */
+   * (loom_poll_flag_stop) and takes no more items. tm->go = 0 ends the team's loop. */
   __device__ __forceinline__ void claim(rs_team *tm, int total, int reserved, int mt_all) const {
     const rs_kparams &p = *P;
     const loom_dev_comm &c = p.c;
@@ -304,12 +269,20 @@ struct rs_side {
     const int o = rs_item<AR>(p, tile, mt_all, &mb, &nb);
     const int slot = mb * p.n_tiles + nb;
     int ok = 1, stopped = 0;
+    /* loom_poll_flag_stop: a team's wait ends when the other team has given
+     * up. Without that, a team waiting for an owner (two periods, below)
+     * kept the block, and so the settling of the other team's fault, a
+     * period late: the owner's own timeout, which names the missing source,
+     * then reached the others after their waits had expired
+     * (test_collective loopback, 8 ranks, a silent rank). */
     if (o == c.rank)
-      for (int s = 0; s < c.nranks && ok; s++) ok = rs_poll(c, s, slot, epoch, 1, &st->stop, &tm->fail, &stopped);
+      for (int s = 0; s < c.nranks && ok; s++)
+        ok = loom_poll_flag_stop(c, s, slot, epoch, LOOM_WAIT_SIGNAL, 1, &st->stop, &stopped, &tm->fail);
     else /* the owner waits for the same sources this rank's reductions do: when a
           * source is missing, give the owner's own timeout (which names it) one
           * more period to arrive here as an abort, rather than name the owner */
-      ok = rs_poll(c, o, p.slot_tiles + slot, epoch, 2, &st->stop, &tm->fail, &stopped);
+      ok = loom_poll_flag_stop(c, o, p.slot_tiles + slot, epoch, LOOM_WAIT_SIGNAL, 2, &st->stop, &stopped,
+                               &tm->fail);
     tm->o = o;
     tm->mb = mb;
     tm->nb = nb;

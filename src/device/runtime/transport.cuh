@@ -330,17 +330,18 @@ static __device__ __forceinline__ int loom_abort_seen(const loom_dev_comm &c) {
 }
 
 /* Poll-loop bookkeeping shared by every poll: every LOOM_WAIT_CHECK_EVERY
- * polls, stop on an abort or past c.timeout_ns (then f says what timed out). */
+ * polls, stop on an abort or past limit_ns (c.timeout_ns but where a wait
+ * is allowed several periods; then f says what timed out). */
 static __device__ __forceinline__ int loom_poll_give_up(const loom_dev_comm &c, uint32_t polls, uint64_t start,
-                                                        int peer, int what, int slot, uint64_t want,
-                                                        uint64_t seen, loom_wait_fail *f) {
+                                                        uint64_t limit_ns, int peer, int what, int slot,
+                                                        uint64_t want, uint64_t seen, loom_wait_fail *f) {
   if (polls % LOOM_WAIT_CHECK_EVERY) return 0;
   if (loom_abort_seen(c)) {
     f->status = 0;
     return 1;
   }
   const uint64_t waited = ptx_globaltimer_ns() - start;
-  if (waited <= c.timeout_ns) return 0;
+  if (waited <= limit_ns) return 0;
   *f = loom_wait_fail{LOOM_TIMEOUT, peer, what, slot, want, seen, waited};
   return 1;
 }
@@ -352,10 +353,15 @@ static __device__ __forceinline__ void loom_wait_settle(const loom_dev_comm &c, 
 }
 
 /* Poll, from ONE thread, until flags[src][slot] in our window reaches
- * `epoch`: 1 when it did, 0 (f filled) on abort or past c.timeout_ns.
- * Never spins unbounded. */
-static __device__ __forceinline__ int loom_poll_flag(const loom_dev_comm &c, int src, int slot, uint64_t epoch,
-                                                     int what, loom_wait_fail *f) {
+ * `epoch`: 1 when it did, 0 (f filled) on abort or past `periods` x
+ * c.timeout_ns. With `stop` (else NULL), also 0 with *stopped = 1 and f
+ * untouched once *stop is non-zero, checked with the abort: a word that
+ * other threads of the block set when they have given up, so that the
+ * block settles their fault without this wait running out first (the
+ * reduce-scatter's two teams, gemm_rs.cu). Never spins unbounded. */
+static __device__ __forceinline__ int loom_poll_flag_stop(const loom_dev_comm &c, int src, int slot, uint64_t epoch,
+                                                          int what, uint64_t periods, const int *stop,
+                                                          int *stopped, loom_wait_fail *f) {
   const uint64_t *flag = loom_flag_ptr(c, c.rank, src, slot);
   uint64_t seen = ptx_ld_acquire_sys_u64(flag);
   if (seen >= epoch) return 1;
@@ -363,8 +369,18 @@ static __device__ __forceinline__ int loom_poll_flag(const loom_dev_comm &c, int
   for (uint32_t polls = 1;; ++polls) {
     seen = ptx_ld_acquire_sys_u64(flag);
     if (seen >= epoch) return 1;
-    if (loom_poll_give_up(c, polls, start, src, what, slot, epoch, seen, f)) return 0;
+    if (stop && polls % LOOM_WAIT_CHECK_EVERY == 0 && *(const volatile int *)stop) {
+      *stopped = 1;
+      return 0;
+    }
+    if (loom_poll_give_up(c, polls, start, periods * c.timeout_ns, src, what, slot, epoch, seen, f)) return 0;
   }
+}
+
+/* loom_poll_flag_stop for one period, without a stop word. */
+static __device__ __forceinline__ int loom_poll_flag(const loom_dev_comm &c, int src, int slot, uint64_t epoch,
+                                                     int what, loom_wait_fail *f) {
+  return loom_poll_flag_stop(c, src, slot, epoch, what, 1, NULL, NULL, f);
 }
 
 /* Wait, from ONE thread, until flags[src][slot] in our window reaches
@@ -414,7 +430,7 @@ static __device__ __forceinline__ int loom_poll_local_geq(const loom_dev_comm &c
   for (uint32_t polls = 1;; ++polls) {
     seen = ptx_ld_acquire_gpu_u32(counter);
     if (seen >= target) return 1;
-    if (loom_poll_give_up(c, polls, start, c.rank, what, slot, target, seen, f)) return 0;
+    if (loom_poll_give_up(c, polls, start, c.timeout_ns, c.rank, what, slot, target, seen, f)) return 0;
   }
 }
 
@@ -446,7 +462,7 @@ static __device__ __forceinline__ int loom_poll_count(const loom_dev_comm &c, co
   for (uint32_t polls = 1;; ++polls) {
     seen = ptx_ld_acquire_sys_u32(counter);
     if (seen >= target) return 1;
-    if (loom_poll_give_up(c, polls, start, peer, what, slot, target, seen, f)) return 0;
+    if (loom_poll_give_up(c, polls, start, c.timeout_ns, peer, what, slot, target, seen, f)) return 0;
   }
 }
 
