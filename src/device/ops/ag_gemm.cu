@@ -78,6 +78,10 @@ static __device__ __forceinline__ void ag_put(int4 *dst, const int4 *src, unsign
 struct ag_side {
   static constexpr bool active = true;
   static constexpr bool has_done = false;
+  /* tasks from a counter (the cooperative tile; hop_dyn): the readiness
+   * waits and the pushes delay single blocks, and under the static order
+   * the blocks then drift apart and stop sharing B in L2 */
+  static constexpr bool dynamic = true;
   __device__ __forceinline__ void done(const hop_task &) const {}
   const ag_kparams *P;
   uint64_t epoch;
@@ -175,7 +179,7 @@ __global__ void __launch_bounds__(CFG::threads, 1) ag_gemm_kernel(const __grid_c
   __shared__ ag_side_state st;
   const uint64_t epoch = loom_kernel_begin(P.c);
   if (loom_block_aborted(P.c)) { /* a peer failed since our last call */
-    loom_kernel_end(P.c, epoch);
+    if (loom_kernel_end(P.c, epoch) && threadIdx.x == 0) P.c.ctrl->tiles = 0; /* as below */
     return;
   }
   if (threadIdx.x == 0) {
@@ -193,7 +197,9 @@ __global__ void __launch_bounds__(CFG::threads, 1) ag_gemm_kernel(const __grid_c
     if (ag_diagnose(P, P.hp, &st, epoch, &f)) loom_wait_settle(P.c, f);
     coll_stamp(P.stamps, LOOM_COLL_STAMP_END);
   }
-  loom_kernel_end(P.c, epoch);
+  /* the last block: every producer has taken its last task; zero the
+   * counter for the next call (stream-ordered after this one) */
+  if (loom_kernel_end(P.c, epoch) && threadIdx.x == 0) P.c.ctrl->tiles = 0;
 }
 
 /* ---- host ------------------------------------------------------------------ */
@@ -247,6 +253,7 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   kp.pieces = (a->m + pr_rows - 1) / pr_rows;
   kp.counters = a->counters;
   kp.stamps = a->stamps;
+  kp.hp.tile_counter = &c->ctrl->tiles;
   return coll_launch<CFG>(ag_gemm_kernel<CFG, ACT, OUT>, kp, c, stream);
 }
 

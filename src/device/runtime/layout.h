@@ -85,7 +85,11 @@ static inline LOOM_HD loom_window_layout loom_window_layout_make(int nranks, int
  *                  i completes at i * gridDim.x); reset by the last block.
  *   op_error    4  the tile engine's error bits (HOP_ERR_*) of the running
  *                  kernel, for operators built on it; reset by the last block.
- *   pad        36
+ *   tiles       4  the tile engine's task counter (hop_params.tile_counter)
+ *                  of the running kernel, for operators that take their tasks
+ *                  in the dynamic order; zeroed by the operator's last block
+ *                  after loom_kernel_end.
+ *   pad        32
  */
 typedef struct {
   uint64_t epoch;
@@ -94,7 +98,8 @@ typedef struct {
   uint32_t fault_claim;
   uint32_t barrier;
   uint32_t op_error;
-  uint32_t pad[9];
+  uint32_t tiles;
+  uint32_t pad[8];
 } loom_ctrl;
 
 /* What a bounded wait was waiting for (loom_fault_record.what). */

@@ -310,6 +310,9 @@ struct hop_params {
   int32_t l2_hints;              /* TMA load L2 policies (1-CTA configurations): 0 none;
                                     1 B (weights, reused by every m-block) evict_last;
                                     2 that and A evict_first (docs/tile.md "v7") */
+  uint32_t *tile_counter;        /* the dynamic task order (hop_side_dynamic): a counter in global
+                                    memory, zero at launch, that the blocks' producers take
+                                    tasks from; the operator zeroes it again after the launch */
   const CUtensorMap *c_maps;     /* HOP_EPI_TMA configurations: C maps in global memory (16-bit
                                     elements, box 64 columns x 16 rows, 128-byte swizzle), one per
                                     group over its [rows x n_out] (host groups) or one over the
@@ -503,16 +506,13 @@ template <class S> struct hop_side_after<S, decltype((void)S::after_engine, void
  * blocks in L2. Host and device groups differ only in where tile_begin, rows
  * and the row base come from (global hop_group vs the shared-memory table). */
 template <class CFG, bool CH = false>
-static __device__ __forceinline__ int hop_sched_next(hop_sched *s, const hop_params &p,
-                                                     hop_task *t) {
-  const int task = s->next;
-  if (task >= s->total) return 0;
+static __device__ __forceinline__ void hop_sched_task(hop_sched *s, const hop_params &p, int task,
+                                                      hop_task *t) {
   int tile = task, slice = 0;
   if (CFG::ml != HOP_ML_V1) {
     tile = task / p.split_k; /* the slices of a tile are consecutive tasks: */
     slice = task - tile * p.split_k; /* they run side by side on neighbouring blocks */
   }
-  s->next += s->stride;
   int tile_begin, rows, span = p.n_tiles, n_off = 0; /* n-blocks of the raster, first one */
   if (s->tab) {
     const int32_t *tb = s->tab; /* tile_begin[G + 1], rows[G], row_offset[G] */
@@ -570,7 +570,47 @@ static __device__ __forceinline__ int hop_sched_next(hop_sched *s, const hop_par
     t->kb0 = slice * p.kb_per_split;
     t->kb1 = min(p.nkb, t->kb0 + p.kb_per_split);
   }
+}
+
+/* The static task order: this block's tasks blockIdx.x, + gridDim.x, ...
+ * (clusters: per cluster), decoded into *t; 0 when done. */
+template <class CFG, bool CH = false>
+static __device__ __forceinline__ int hop_sched_next(hop_sched *s, const hop_params &p,
+                                                     hop_task *t) {
+  const int task = s->next;
+  if (task >= s->total) return 0;
+  s->next += s->stride;
+  hop_sched_task<CFG, CH>(s, p, task, t);
   return 1;
+}
+
+/* Whether a SIDE asks for the dynamic task order: its `static constexpr
+ * bool dynamic`, false when it has none; honoured by the cooperative
+ * 1-CTA mainloop only (hop_dyn). */
+template <class S, class = void> struct hop_side_dynamic {
+  static constexpr bool value = false;
+};
+template <class S> struct hop_side_dynamic<S, decltype((void)S::dynamic, void())> {
+  static constexpr bool value = S::dynamic;
+};
+template <class CFG, class S> struct hop_dyn {
+  static constexpr bool value = hop_side_dynamic<S>::value && CFG::ml == HOP_ML_COOP && CFG::CL == 1;
+};
+
+/* The dynamic task order (hop_dyn): the producer takes each next task from
+ * hop_params.tile_counter (one atomic add; every block's producer in turn)
+ * and writes its index into this word of the task's first stage before
+ * arming it; the consumers read it there once the stage is full. After the
+ * last task the producer fills one more stage with -1 and no bytes. The
+ * tasks in flight over the whole GPU are then always consecutive ones, so
+ * the tiles that share an A row block or a B column block in the raster
+ * run at the same time, whatever delays single blocks (readiness waits,
+ * the operator's own traffic): with the static order a block that falls
+ * behind stays behind, and once blocks drift apart their tiles stop
+ * sharing operands in L2 (docs/collective_gemm.md, session 21). */
+template <class CFG> static __device__ __forceinline__ volatile int32_t *hop_dyn_tasks() {
+  __shared__ int32_t tasks[CFG::STAGES];
+  return tasks;
 }
 
 /* Device groups: build the block's task table in shared memory (layout at
@@ -707,7 +747,7 @@ static __device__ __forceinline__ void hop_release(const hop_smem &sm, uint32_t 
  * one stage in v1, all of its k-blocks otherwise (every task then takes
  * exactly kb1 - kb0 stages, which the ping-pong WGs rely on to skip the
  * other WG's tasks in the ring). */
-template <class CFG, bool CH>
+template <class CFG, bool CH, bool DYN = false>
 static __device__ __forceinline__ void hop_producer(const hop_params &p, const hop_smem &sm,
                                                     uint32_t ready_bias) {
   hop_sched sc = hop_sched_init<CFG>(p, sm.dg);
@@ -719,7 +759,14 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
    * counter (acquired by thread 0 in hop_dg_build, then __syncthreads):
    * order this thread's TMA (async proxy) reads after it */
   if (sm.dg) ptx_fence_proxy_async_global();
-  while (hop_sched_next<CFG, CH>(&sc, p, &t)) {
+  int task = 0, next = DYN ? (int)atomicAdd(p.tile_counter, 1u) : 0;
+  for (;;) {
+    if (DYN) {
+      if ((task = next) >= sc.total) break;
+      hop_sched_task<CFG, CH>(&sc, p, task, &t);
+    } else if (!hop_sched_next<CFG, CH>(&sc, p, &t)) {
+      break;
+    }
     const CUtensorMap *ma = &p.a, *mb = &p.b;
     if (p.group_maps) {
       ma = hop_group_maps(p) + 2 * t.group;
@@ -741,8 +788,14 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
       if (ok) ptx_fence_proxy_async_global(); /* TMA reads after the acquire */
     }
     for (int kb = t.kb0; kb < t.kb1; kb++) {
+      /* dynamic order: the next task is taken STAGES stages before this
+       * one's last (the add's latency hides behind them) */
+      if (DYN && kb == max(t.kb0, t.kb1 - CFG::STAGES)) next = (int)atomicAdd(p.tile_counter, 1u);
       hop_mbar_wait(&sm.empty[stage], phase ^ 1); /* fresh barrier: parity 1 passes */
-      if (kb == t.kb0) sm.flag[stage] = ok ? 0u : t.phantom ? 2u : 1u;
+      if (kb == t.kb0) {
+        sm.flag[stage] = ok ? 0u : t.phantom ? 2u : 1u;
+        if (DYN) hop_dyn_tasks<CFG>()[stage] = task;
+      }
       if (CFG::CL > 1) {
         /* cluster: B is weights, never gated, so both CTAs always multicast
          * their half of it (skipped and phantom tasks too): no CTA ever
@@ -802,6 +855,11 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
       }
       if (!ok && CFG::ml == HOP_ML_V1) break;
     }
+  }
+  if (DYN) { /* one more stage: no task (-1), no bytes */
+    hop_mbar_wait(&sm.empty[stage], phase ^ 1);
+    hop_dyn_tasks<CFG>()[stage] = -1;
+    ptx_mbar_arrive(&sm.full[stage]);
   }
 }
 
@@ -1021,7 +1079,15 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
     constexpr bool defer = SIDE::has_done && hop_side_defer<SIDE>::value;
     hop_task pend;     /* defer: the task whose done() waits for the next mainloop */
     int pending = 0;
-    while (hop_sched_next<CFG, hop_side_chunked<SIDE>::value>(&sc, p, &t)) {
+    for (;;) {
+      if (hop_dyn<CFG, SIDE>::value) { /* the task the producer wrote into its first stage */
+        hop_mbar_wait(&sm.full[stage], phase);
+        const int task = hop_dyn_tasks<CFG>()[stage];
+        if (task < 0) break;
+        hop_sched_task<CFG, hop_side_chunked<SIDE>::value>(&sc, p, task, &t);
+      } else if (!hop_sched_next<CFG, hop_side_chunked<SIDE>::value>(&sc, p, &t)) {
+        break;
+      }
       /* a group's last m-block with <= 64 live rows: WG 1 has none (not
        * with split-K, whose reduction takes both WGs' partials) */
       const int idle = CFG::BM == 128 && p.split_k == 1 && t.m_blk * CFG::BM + row_off >= t.rows;
@@ -1144,7 +1210,8 @@ static __device__ __forceinline__ void hop_gemm_run(const hop_params &p, uint8_t
   if (wg == CFG::consumer_wgs) { /* producer warpgroup */
     ptx_setmaxnreg_dec<CFG::producer_regs>();
     if (warp_in_wg == 0) {
-      if (ptx_elect_one()) hop_producer<CFG, hop_side_chunked<SIDE>::value>(p, sm, ready_bias);
+      if (ptx_elect_one())
+        hop_producer<CFG, hop_side_chunked<SIDE>::value, hop_dyn<CFG, SIDE>::value>(p, sm, ready_bias);
     } else if (SIDE::active) {
       side(warp_in_wg - 1);
     }
