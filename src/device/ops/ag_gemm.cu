@@ -75,7 +75,67 @@ static __device__ __forceinline__ void ag_put(int4 *dst, const int4 *src, unsign
   for (; i < n; i += T) dst[i] = src[i];
 }
 
-struct ag_side {
+/* The other way to push (ag_side<true>, the ping-pong tile): bulk copies
+ * (TMA) through a staging ring in shared memory, AG_STG_BUFS buffers of
+ * AG_STG_BYTES, issued by one thread: ~24 KB of loads and a store in flight
+ * per SM where the copy above has 6 KB. It pushes faster, and pays where
+ * pushes gate a small GEMM (mKernel M = 4096, 8192 at 4 GPUs: the ping-pong
+ * tile), but it shares the SM's TMA unit with the engine's loads and cost
+ * up to 9% where the GEMM is large (the cooperative tile; RESULTS session
+ * 21). 32 KB fits beside the engine's 192 KB ring. */
+#define AG_STG_BUFS 4
+#define AG_STG_BYTES 8192
+struct ag_staging {
+  uint8_t *buf;  /* AG_STG_BUFS x AG_STG_BYTES */
+  uint64_t *bar; /* one mbarrier a buffer: one arrival + the load's bytes a phase */
+};
+/* The ring, in static shared memory of the kernels that instantiate it. */
+static __device__ __forceinline__ ag_staging ag_staging_get() {
+  __shared__ __align__(128) uint8_t buf[AG_STG_BUFS * AG_STG_BYTES];
+  __shared__ uint64_t bar[AG_STG_BUFS];
+  return ag_staging{buf, bar};
+}
+
+/* One thread copies n bytes (a multiple of 16, 16-aligned addresses) from
+ * src (this GPU) to dst (a peer's window) through the ring, then waits
+ * until every write is performed. `seq` counts the chunks the ring has
+ * carried (buffer seq % AG_STG_BUFS, mbarrier phase (seq / AG_STG_BUFS) &
+ * 1); every buffer is free on entry and on return. Chunk i's buffer is
+ * reloaded (chunk i + AG_STG_BUFS) once the store of chunk i has read it,
+ * checked one store later, so a store and AG_STG_BUFS - 1 loads stay in
+ * flight. */
+static __device__ __forceinline__ void ag_put_bulk(char *dst, const char *src, uint32_t n, ag_staging sg,
+                                                   uint32_t &seq) {
+  const uint32_t chunks = (n + AG_STG_BYTES - 1) / AG_STG_BYTES;
+  uint32_t loaded = 0;
+  for (; loaded < chunks && loaded < AG_STG_BUFS; loaded++) {
+    const uint32_t b = (seq + loaded) % AG_STG_BUFS, off = loaded * AG_STG_BYTES;
+    const uint32_t len = min((uint32_t)AG_STG_BYTES, n - off);
+    ptx_mbar_arrive_expect_tx(&sg.bar[b], len);
+    ptx_bulk_load(sg.buf + b * AG_STG_BYTES, src + off, len, &sg.bar[b]);
+  }
+  for (uint32_t i = 0; i < chunks; i++) {
+    const uint32_t q = seq + i, b = q % AG_STG_BUFS, off = i * AG_STG_BYTES;
+    hop_mbar_wait(&sg.bar[b], (q / AG_STG_BUFS) & 1u);
+    ptx_bulk_store(dst + off, sg.buf + b * AG_STG_BYTES, min((uint32_t)AG_STG_BYTES, n - off));
+    ptx_bulk_commit();
+    if (i >= 1 && loaded < chunks) { /* chunk i - 1's store has read its buffer: reload it */
+      ptx_bulk_wait_read<1>();
+      const uint32_t lb = (seq + loaded) % AG_STG_BUFS, loff = loaded * AG_STG_BYTES;
+      const uint32_t len = min((uint32_t)AG_STG_BYTES, n - loff);
+      ptx_mbar_arrive_expect_tx(&sg.bar[lb], len);
+      ptx_bulk_load(sg.buf + lb * AG_STG_BYTES, src + loff, len, &sg.bar[lb]);
+      loaded++;
+    }
+  }
+  seq += chunks;
+  ptx_bulk_wait<0>();             /* every write of the piece performed */
+  ptx_fence_proxy_async_global(); /* ordered before the signal's fence and release (generic proxy) */
+}
+
+/* BULK: the pushes as bulk copies (ag_put_bulk, thread 0 of the side role;
+ * the other threads only meet at its barriers), else ag_put. */
+template <bool BULK> struct ag_side {
   static constexpr bool active = true;
   static constexpr bool has_done = false;
   /* tasks from a counter (the cooperative tile; hop_dyn): the readiness
@@ -95,6 +155,7 @@ struct ag_side {
     const int R = c.nranks, r = c.rank;
     const unsigned tid = (unsigned)(w * 32) + (threadIdx.x & 31u);
     uint32_t credited = 0; /* destinations whose credit this block has (thread 0) */
+    uint32_t seq = 0;      /* BULK: chunks through the staging ring (thread 0) */
     const int items = (R - 1) * p.pieces;
     for (int item = blockIdx.x; item < items; item += gridDim.x) {
       const int pos = 1 + item / p.pieces, piece = item - (pos - 1) * p.pieces;
@@ -117,8 +178,12 @@ struct ag_side {
       const int rows = min(p.piece_rows, p.m - row0);
       const size_t off = (size_t)row0 * p.row_bytes;
       char *dst = loom_peer_ptr(c, d, c.data_offset + (size_t)r * p.stride + off);
-      ag_put((int4 *)dst, (const int4 *)(p.a + off), (unsigned)((size_t)rows * p.row_bytes / 16), tid);
-      ptx_named_bar_sync(AG_BAR_PUSH, AG_PUSH_THREADS); /* every store of the piece issued */
+      if constexpr (BULK) {
+        if (tid == 0) ag_put_bulk(dst, p.a + off, (uint32_t)((size_t)rows * p.row_bytes), ag_staging_get(), seq);
+      } else {
+        ag_put((int4 *)dst, (const int4 *)(p.a + off), (unsigned)((size_t)rows * p.row_bytes / 16), tid);
+      }
+      ptx_named_bar_sync(AG_BAR_PUSH, AG_PUSH_THREADS); /* every store of the piece issued (BULK: performed) */
       if (tid == 0) {
         const int j = row0 / LOOM_AG_BLOCK_ROWS;
         const int block_rows = min(LOOM_AG_BLOCK_ROWS, p.m - j * LOOM_AG_BLOCK_ROWS);
@@ -186,10 +251,16 @@ __global__ void __launch_bounds__(CFG::threads, 1) ag_gemm_kernel(const __grid_c
     coll_stamp(P.stamps, LOOM_COLL_STAMP_BEGIN);
     st.failed = 0;
     st.ok = 1;
+    if constexpr (CFG::pingpong) { /* ag_side<true>'s staging ring */
+      const ag_staging sg = ag_staging_get();
+      for (int b = 0; b < AG_STG_BUFS; b++) ptx_mbar_init(&sg.bar[b], 1);
+      ptx_fence_mbar_init();
+    }
   }
   __syncthreads();
   /* P.hp.groups / group_maps: offsets to P.groups / P.maps (maps_const) */
-  hop_gemm_run<CFG, ACT, OUT, ag_side>(P.hp, ag_smem_raw, (uint32_t)epoch, ag_side{&P, epoch, &st});
+  hop_gemm_run<CFG, ACT, OUT, ag_side<CFG::pingpong>>(P.hp, ag_smem_raw, (uint32_t)epoch,
+                                                       ag_side<CFG::pingpong>{&P, epoch, &st});
   if (threadIdx.x == 0) coll_stamp(P.stamps, LOOM_COLL_STAMP_GEMM); /* a consumer thread */
   __syncthreads(); /* consumers at 232 registers, the producer warpgroup at 40: light code only (hop_gemm_run) */
   if (threadIdx.x == 0) {

@@ -228,6 +228,7 @@ struct rs_side {
   static constexpr bool chunked = true; /* hop_params.n_chunk's task order */
   static constexpr bool defer_done = !AR; /* hop_side_defer (reduce-scatter only: RESULTS session 16 (g)) */
   static constexpr bool after_engine = true; /* hop_side_after: the consumers join the work items */
+  static constexpr bool dynamic = true; /* hop_dyn: tasks from a counter (the blocks stay together in the raster) */
   const rs_kparams *P;
   uint64_t epoch;
   rs_state *st; /* shared memory */
@@ -422,7 +423,7 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
   __shared__ rs_state st;
   const uint64_t epoch = loom_kernel_begin(P.c);
   if (loom_block_aborted(P.c)) { /* a peer failed since our last call */
-    loom_kernel_end(P.c, epoch);
+    if (loom_kernel_end(P.c, epoch) && threadIdx.x == 0) P.c.ctrl->tiles = 0; /* as below */
     return;
   }
   if (threadIdx.x == 0) {
@@ -444,7 +445,9 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
     if (rs_diagnose(P, &st, epoch, &f)) loom_wait_settle(P.c, f);
     coll_stamp(P.stamps, LOOM_COLL_STAMP_END);
   }
-  loom_kernel_end(P.c, epoch);
+  /* the last block: every producer has taken its last task; zero the
+   * dynamic order's counter for the next call (stream-ordered after this) */
+  if (loom_kernel_end(P.c, epoch) && threadIdx.x == 0) P.c.ctrl->tiles = 0;
 }
 
 /* ---- host ------------------------------------------------------------------ */
@@ -548,6 +551,7 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   kp.slices = rs_slices(AR ? tile_begin : (int64_t)(mo_max + CFG::BM - 1) / CFG::BM * n_tiles, c->sms, CFG::BM);
   kp.counters = a->counters;
   kp.stamps = a->stamps;
+  kp.hp.tile_counter = &c->ctrl->tiles;
   return coll_launch<CFG>(rs_gemm_kernel<CFG, ACT, OUT, AR>, kp, c, stream);
 }
 

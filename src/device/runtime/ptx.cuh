@@ -285,6 +285,27 @@ template <int N> static __device__ __forceinline__ void ptx_bulk_wait(void) {
   asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
 }
 
+/* Bulk (non-tensor) copy of `bytes` (a multiple of 16; both addresses
+ * 16-aligned) from global `src` into shared `dst`; completes `bytes` on the
+ * mbarrier `bar` (the caller arms it with ptx_mbar_arrive_expect_tx). */
+static __device__ __forceinline__ void ptx_bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   ptx_smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(ptx_smem_addr(bar))
+               : "memory");
+}
+
+/* Bulk (non-tensor) store of `bytes` (a multiple of 16; both addresses
+ * 16-aligned) from shared `src` to global `dst`, this GPU's memory or a
+ * peer's mapped over NVLink. Joins this thread's open bulk group
+ * (ptx_bulk_commit; ptx_bulk_wait_read before `src` is reused,
+ * ptx_bulk_wait before the writes are relied on). */
+static __device__ __forceinline__ void ptx_bulk_store(void *dst, const void *src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(ptx_smem_addr(src)),
+               "r"(bytes)
+               : "memory");
+}
+
 /* L2 eviction-priority policies (createpolicy) for .L2::cache_hint operands:
  * evict_last keeps the lines over normal ones, evict_first lets them go first. */
 static __device__ __forceinline__ uint64_t ptx_policy_evict_last(void) {
