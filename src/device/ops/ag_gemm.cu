@@ -107,13 +107,15 @@ static __device__ __forceinline__ ag_staging ag_staging_get() {
 static __device__ __forceinline__ void ag_put_bulk(char *dst, const char *src, uint32_t n, ag_staging sg,
                                                    uint32_t &seq) {
   const uint32_t chunks = (n + AG_STG_BYTES - 1) / AG_STG_BYTES;
-  uint32_t loaded = 0;
-  for (; loaded < chunks && loaded < AG_STG_BUFS; loaded++) {
-    const uint32_t b = (seq + loaded) % AG_STG_BUFS, off = loaded * AG_STG_BYTES;
+  /* chunk i into its buffer, completing on the buffer's mbarrier */
+  auto load = [&](uint32_t i) {
+    const uint32_t b = (seq + i) % AG_STG_BUFS, off = i * AG_STG_BYTES;
     const uint32_t len = min((uint32_t)AG_STG_BYTES, n - off);
     ptx_mbar_arrive_expect_tx(&sg.bar[b], len);
     ptx_bulk_load(sg.buf + b * AG_STG_BYTES, src + off, len, &sg.bar[b]);
-  }
+  };
+  uint32_t loaded = 0;
+  for (; loaded < chunks && loaded < AG_STG_BUFS; loaded++) load(loaded);
   for (uint32_t i = 0; i < chunks; i++) {
     const uint32_t q = seq + i, b = q % AG_STG_BUFS, off = i * AG_STG_BYTES;
     hop_mbar_wait(&sg.bar[b], (q / AG_STG_BUFS) & 1u);
@@ -121,11 +123,7 @@ static __device__ __forceinline__ void ag_put_bulk(char *dst, const char *src, u
     ptx_bulk_commit();
     if (i >= 1 && loaded < chunks) { /* chunk i - 1's store has read its buffer: reload it */
       ptx_bulk_wait_read<1>();
-      const uint32_t lb = (seq + loaded) % AG_STG_BUFS, loff = loaded * AG_STG_BYTES;
-      const uint32_t len = min((uint32_t)AG_STG_BYTES, n - loff);
-      ptx_mbar_arrive_expect_tx(&sg.bar[lb], len);
-      ptx_bulk_load(sg.buf + lb * AG_STG_BYTES, src + loff, len, &sg.bar[lb]);
-      loaded++;
+      load(loaded++);
     }
   }
   seq += chunks;
@@ -244,7 +242,7 @@ __global__ void __launch_bounds__(CFG::threads, 1) ag_gemm_kernel(const __grid_c
   __shared__ ag_side_state st;
   const uint64_t epoch = loom_kernel_begin(P.c);
   if (loom_block_aborted(P.c)) { /* a peer failed since our last call */
-    if (loom_kernel_end(P.c, epoch) && threadIdx.x == 0) P.c.ctrl->tiles = 0; /* as below */
+    loom_kernel_end(P.c, epoch);
     return;
   }
   if (threadIdx.x == 0) {
@@ -268,9 +266,7 @@ __global__ void __launch_bounds__(CFG::threads, 1) ag_gemm_kernel(const __grid_c
     if (ag_diagnose(P, P.hp, &st, epoch, &f)) loom_wait_settle(P.c, f);
     coll_stamp(P.stamps, LOOM_COLL_STAMP_END);
   }
-  /* the last block: every producer has taken its last task; zero the
-   * counter for the next call (stream-ordered after this one) */
-  if (loom_kernel_end(P.c, epoch) && threadIdx.x == 0) P.c.ctrl->tiles = 0;
+  loom_kernel_end(P.c, epoch); /* its last block also zeroes the dynamic order's counter */
 }
 
 /* ---- host ------------------------------------------------------------------ */

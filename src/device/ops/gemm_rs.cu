@@ -423,7 +423,7 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
   __shared__ rs_state st;
   const uint64_t epoch = loom_kernel_begin(P.c);
   if (loom_block_aborted(P.c)) { /* a peer failed since our last call */
-    if (loom_kernel_end(P.c, epoch) && threadIdx.x == 0) P.c.ctrl->tiles = 0; /* as below */
+    loom_kernel_end(P.c, epoch);
     return;
   }
   if (threadIdx.x == 0) {
@@ -445,9 +445,7 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
     if (rs_diagnose(P, &st, epoch, &f)) loom_wait_settle(P.c, f);
     coll_stamp(P.stamps, LOOM_COLL_STAMP_END);
   }
-  /* the last block: every producer has taken its last task; zero the
-   * dynamic order's counter for the next call (stream-ordered after this) */
-  if (loom_kernel_end(P.c, epoch) && threadIdx.x == 0) P.c.ctrl->tiles = 0;
+  loom_kernel_end(P.c, epoch); /* its last block also zeroes the dynamic order's counter */
 }
 
 /* ---- host ------------------------------------------------------------------ */

@@ -87,8 +87,7 @@ static inline LOOM_HD loom_window_layout loom_window_layout_make(int nranks, int
  *                  kernel, for operators built on it; reset by the last block.
  *   tiles       4  the tile engine's task counter (hop_params.tile_counter)
  *                  of the running kernel, for operators that take their tasks
- *                  in the dynamic order; zeroed by the operator's last block
- *                  after loom_kernel_end.
+ *                  in the dynamic order; reset by the last block.
  *   pad        32
  */
 typedef struct {

@@ -98,6 +98,7 @@ static __device__ __forceinline__ int loom_kernel_end(const loom_dev_comm &c,
       c.ctrl->blocks_done = 0;
       c.ctrl->barrier = 0;
       c.ctrl->op_error = 0;
+      c.ctrl->tiles = 0; /* the engine's dynamic task counter: every producer has taken its last */
       c.ctrl->epoch = epoch;
       __threadfence();
     }

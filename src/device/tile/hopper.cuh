@@ -312,7 +312,8 @@ struct hop_params {
                                     2 that and A evict_first (docs/tile.md "v7") */
   uint32_t *tile_counter;        /* the dynamic task order (hop_side_dynamic): a counter in global
                                     memory, zero at launch, that the blocks' producers take
-                                    tasks from; the operator zeroes it again after the launch */
+                                    tasks from; the operator zeroes it again as the launch ends
+                                    (the collective GEMMs: loom_ctrl.tiles, loom_kernel_end) */
   const CUtensorMap *c_maps;     /* HOP_EPI_TMA configurations: C maps in global memory (16-bit
                                     elements, box 64 columns x 16 rows, 128-byte swizzle), one per
                                     group over its [rows x n_out] (host groups) or one over the
