@@ -312,11 +312,17 @@ typedef struct {
   const void *a, *b;       /* device memory of this rank's GPU, 16-byte aligned */
   void *c;                 /* device memory, 16-byte aligned; must not overlap a, b */
   int activation;          /* LOOM_UNSET: none; LOOM_ACT_RELU, _GELU, _SILU    */
+  /* Since 2026-11-26 (a struct_size without it is still taken, as NULL):
+   * loom_ag_gemm only, NULL or device memory of [nranks*m x k], 16-byte
+   * aligned, apart from a, b and c: it also gets [a_0; ...; a_{R-1}], the
+   * gathered activations (e.g. kept for the backward pass). The others
+   * refuse a non-NULL one. */
+  void *a_gathered;
 } loom_gemm_args_t;
 
 #define LOOM_GEMM_ARGS_INIT                                                    \
   { sizeof(loom_gemm_args_t), LOOM_API_VERSION, LOOM_BF16, 0, 0, 0, NULL, NULL, \
-    NULL, LOOM_UNSET }
+    NULL, LOOM_UNSET, NULL }
 
 /* Workspace and signal slots loom_ag_gemm needs for these shapes.
  *   args         [in]  dtype, m, n, k, activation (pointers unused).

@@ -243,12 +243,13 @@ class GemmArgsC(ctypes.Structure):
         ("b", c_void_p),
         ("c", c_void_p),
         ("activation", c_int),
+        ("a_gathered", c_void_p),
     ]
 
 
 def gemm_args_init() -> GemmArgsC:
-    """LOOM_GEMM_ARGS_INIT (dtype bf16, activation none)."""
-    return GemmArgsC(ctypes.sizeof(GemmArgsC), API_VERSION, 1, 0, 0, 0, None, None, None, UNSET)
+    """LOOM_GEMM_ARGS_INIT (dtype bf16, activation none, no gathered A)."""
+    return GemmArgsC(ctypes.sizeof(GemmArgsC), API_VERSION, 1, 0, 0, 0, None, None, None, UNSET, None)
 
 
 # ---- prototypes --------------------------------------------------------------------

@@ -4,18 +4,30 @@
  * On one rank the reduce-scatter and the all-reduce are the plain GEMM
  * c = act(a b^T): they launch the all-gather kernel, which is that GEMM at
  * one rank (no window, no signal). */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "internal.h"
 #include "../device/ops/ops.h"
 
-/* The args struct as the caller built it: LOOM_GEMM_ARGS_INIT's size and a
- * version this library knows (the struct is new at LOOM_API_VERSION 2). */
+/* The struct before a_gathered (2026-11-26): a caller built against that
+ * header passes this size, and its a_gathered is NULL. */
+#define GEMM_ARGS_V2_SIZE offsetof(loom_gemm_args_t, a_gathered)
+
+/* The caller's a_gathered, NULL where its struct has none. */
+static void *gathered_of(const loom_gemm_args_t *a) {
+  return a->struct_size > GEMM_ARGS_V2_SIZE ? a->a_gathered : NULL;
+}
+
+/* The args struct as the caller built it: LOOM_GEMM_ARGS_INIT's size (or
+ * the size before a_gathered) and a version this library knows (the struct
+ * is new at LOOM_API_VERSION 2). */
 static loom_result_t check_args(const char *fn, const loom_gemm_args_t *a, int nranks,
                                 size_t *esize) {
   LOOM_ARG(a != NULL, fn, "args is NULL");
-  LOOM_ARG(a->struct_size == sizeof(loom_gemm_args_t) && a->version >= 2 &&
+  LOOM_ARG((a->struct_size == sizeof(loom_gemm_args_t) || a->struct_size == GEMM_ARGS_V2_SIZE) &&
+               a->version >= 2 &&
                a->version <= LOOM_API_VERSION,
            fn,
            "args->struct_size (%zu) / version (%d) are not a loom_gemm_args_t's (%zu, 2..%d): "
@@ -106,6 +118,7 @@ static loom_coll_args launch_args(loom_comm_t comm, const loom_gemm_args_t *a) {
   la.a = a->a;
   la.b = a->b;
   la.c = a->c;
+  la.a_gathered = gathered_of(a);
   la.data_local = (char *)comm->window_base + comm->layout.data_offset;
   la.flags_local = (uint64_t *)((char *)comm->window_base + comm->layout.flags_offset);
   la.counters = comm->op_counters;
@@ -195,6 +208,16 @@ static loom_result_t coll_call(const char *fn, int op, loom_comm_t comm, const l
     res = loom_ag_gemm_workspace_bytes(a, R, &need, &slots);
   }
   if (res != LOOM_SUCCESS) return res;
+  const void *g = gathered_of(a);
+  if (g != NULL) {
+    const size_t g_bytes = (size_t)R * (size_t)a->m * (size_t)a->k * es;
+    LOOM_ARG(op == LOOM_OP_AG_GEMM, fn, "a_gathered is the all-gather's output (loom_ag_gemm only): set it NULL");
+    LOOM_ARG(((uintptr_t)g & 15) == 0, fn, "a_gathered must be 16-byte aligned");
+    LOOM_ARG(!overlap(g, g_bytes, a->a, (size_t)a->m * (size_t)a->k * es) &&
+                 !overlap(g, g_bytes, a->b, (size_t)a->n * (size_t)a->k * es) &&
+                 !overlap(g, g_bytes, a->c, (size_t)c_rows * (size_t)a->n * es),
+             fn, "a_gathered overlaps a, b or c");
+  }
   res = check_call(fn, sizer, comm, a, es, c_rows, need, slots);
   if (res != LOOM_SUCCESS) return res;
 

@@ -250,8 +250,13 @@ static void test_ag_gemm_args(void) {
   size_t b = 0;
   int slots = 0;
   CHECK(a.struct_size == sizeof(loom_gemm_args_t) && a.version == LOOM_API_VERSION &&
-            a.activation == LOOM_UNSET,
+            a.activation == LOOM_UNSET && a.a_gathered == NULL,
         "LOOM_GEMM_ARGS_INIT");
+  /* a caller built before a_gathered: its struct_size is taken */
+  a.struct_size = offsetof(loom_gemm_args_t, a_gathered);
+  CHECK(loom_ag_gemm_workspace_bytes(&a, 4, &b, NULL) == LOOM_SUCCESS, "the struct without a_gathered: %s",
+        loom_last_error());
+  a = good_gemm();
   /* 4 ranks x 300 x 1032 bf16 = 619200 bytes each, rounded to 256 */
   CHECK(loom_ag_gemm_workspace_bytes(&a, 4, &b, &slots) == LOOM_SUCCESS && b == 4 * 619264u &&
             slots == 3 + 2,
@@ -304,6 +309,11 @@ static void test_ag_gemm_args(void) {
   c.config.workspace_bytes = 64 << 20;
   c.config.signal_slots = 4;
   EXPECT_BAD(loom_ag_gemm(&c, &a, 0), "signal slots");
+  c.config.signal_slots = 64;
+  a.a_gathered = (void *)0x60000008;
+  EXPECT_BAD(loom_ag_gemm(&c, &a, 0), "a_gathered must be 16-byte aligned");
+  a.a_gathered = (void *)((char *)a.c + 1024); /* [2*300 x 1032] runs over C */
+  EXPECT_BAD(loom_ag_gemm(&c, &a, 0), "a_gathered overlaps");
 
   /* GEMM + reduce-scatter: m = 300 rows over 2 ranks, 150 each */
   a = good_gemm();
@@ -324,6 +334,10 @@ static void test_ag_gemm_args(void) {
   a = good_gemm();
   a.c = (void *)((const char *)a.b + 64); /* C [150 x 264] runs over B */
   EXPECT_BAD(loom_gemm_rs(&c, &a, 0), "overlaps");
+  a = good_gemm();
+  a.a_gathered = (void *)0x60000000;
+  EXPECT_BAD(loom_gemm_rs(&c, &a, 0), "loom_ag_gemm only");
+  EXPECT_BAD(loom_gemm_ar(&c, &a, 0), "loom_ag_gemm only");
   a = good_gemm();
   c.config.workspace_bytes = 100000;
   EXPECT_BAD(loom_gemm_rs(&c, &a, 0), "workspace");

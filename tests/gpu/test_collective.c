@@ -101,6 +101,7 @@ typedef struct {
   int rank, device;
   cudaStream_t stream;
   void *a[CALLS], *b, *c[CALLS];
+  void *g[CALLS]; /* the all-gather's a_gathered (call 1 of each case) */
 } rank_ctx;
 
 static int ctx_setup(rank_ctx *c, int R) {
@@ -109,6 +110,7 @@ static int ctx_setup(rank_ctx *c, int R) {
   for (int k = 0; k < CALLS; k++) {
     CUDA_T(cudaMalloc(&c->a[k], (size_t)R * MAX_ELEMS_A * sizeof(float))); /* RS: R m rows */
     CUDA_T(cudaMalloc(&c->c[k], (size_t)R * 600 * 520 * sizeof(float)));
+    CUDA_T(cudaMalloc(&c->g[k], (size_t)R * MAX_ELEMS_A * sizeof(float)));
   }
   CUDA_T(cudaMalloc(&c->b, MAX_ELEMS_B * sizeof(float)));
   return 0;
@@ -119,6 +121,7 @@ static void ctx_free(rank_ctx *c) {
   for (int k = 0; k < CALLS; k++) {
     if (c->a[k]) cudaFree(c->a[k]);
     if (c->c[k]) cudaFree(c->c[k]);
+    if (c->g[k]) cudaFree(c->g[k]);
   }
   if (c->b) cudaFree(c->b);
   if (c->stream) cudaStreamDestroy(c->stream);
@@ -267,6 +270,36 @@ done:
   return rc;
 }
 
+/* The all-gather's a_gathered of call k (A of call `data_call`): every
+ * rank's A in rank order, bit for bit (the bytes that rank uploaded); one
+ * CHECK. */
+static int verify_gathered(const rank_ctx *c, int R, int cs, int data_call, int k, const shape_t *s,
+                           loom_dtype_t dt, const char *what) {
+  size_t es = 0;
+  loom_dtype_size(dt, &es);
+  const size_t part = (size_t)s->m * s->k;
+  float *A = malloc(part * sizeof(float));
+  unsigned char *want = malloc(part * es), *got = malloc((size_t)R * part * es);
+  int bad = !A || !want || !got, src = -1;
+  if (!bad && (cudaSetDevice(c->device) != cudaSuccess ||
+               cudaMemcpy(got, c->g[k], (size_t)R * part * es, cudaMemcpyDeviceToHost) != cudaSuccess))
+    bad = 1;
+  for (int r = 0; r < R && !bad; r++) {
+    gen_matrix(A, part, cs, data_call, r, 0, dt);
+    ref_pack_array(want, A, part, (int)dt);
+    if (memcmp(want, got + (size_t)r * part * es, part * es) != 0) {
+      bad = 1;
+      src = r;
+    }
+  }
+  CHECK(!bad, "%s: all-gather a_gathered: rank %d of %d, %dx%d %s call %d: rank %d's rows differ (or a copy failed)",
+        what, c->rank, R, s->m, s->k, loom_dtype_string(dt), k, src);
+  free(A);
+  free(want);
+  free(got);
+  return bad ? -1 : 0;
+}
+
 static loom_result_t call_op(int op, loom_comm_t comm, const loom_gemm_args_t *a, cudaStream_t s) {
   return op == OP_RS ? loom_gemm_rs(comm, a, s) : op == OP_AR ? loom_gemm_ar(comm, a, s) : loom_ag_gemm(comm, a, s);
 }
@@ -324,7 +357,9 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
       for (int i = 0; i < nl && rc == 0; i++) {
         for (int k = 0; k < CALLS && rc == 0; k++) rc = upload(&cs[i], id, k, s, ar, dt, tmp, packed);
         for (int k = 0; k < CALLS && rc == 0; k++)
-          if (cudaMemset(cs[i].c[k], 0xFF, c_elems * es) != cudaSuccess) rc = -1;
+          if (cudaMemset(cs[i].c[k], 0xFF, c_elems * es) != cudaSuccess ||
+              (op == OP_AG && cudaMemset(cs[i].g[k], 0xFF, (size_t)R * ar * s->k * es) != cudaSuccess))
+            rc = -1;
         if (cudaDeviceSynchronize() != cudaSuccess) rc = -1;
       }
       if (rc != 0) break;
@@ -340,7 +375,8 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
       for (int k = 0; k < CALLS; k++)
         for (int i = 0; i < nl; i++) {
           cudaSetDevice(cs[i].device);
-          const loom_gemm_args_t a = args_of(&cs[i], k, s, ar, dt, act);
+          loom_gemm_args_t a = args_of(&cs[i], k, s, ar, dt, act);
+          if (op == OP_AG && k == 1) a.a_gathered = cs[i].g[k]; /* call 0 without, call 1 with */
           const loom_result_t r = call_op(op, cs[i].comm, &a, cs[i].stream);
           CHECK(r == LOOM_SUCCESS, "%s: rank %d %s: %s", what, cs[i].rank, OP_NAME[op], loom_last_error());
           if (r != LOOM_SUCCESS) rc = -1;
@@ -368,6 +404,7 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
           double w = 0;
           if (verify(&cs[i], op, R, id, k, k, s, dt, act, what, &w) != 0) rc = -1;
           if (w > worst_all) worst_all = w;
+          if (op == OP_AG && k == 1 && verify_gathered(&cs[i], R, id, k, k, s, dt, what) != 0) rc = -1;
         }
       for (int k = 0; k < CALLS && op == OP_AR && nl == R && R > 1; k++)
         if (same_everywhere(cs, R, k, c_elems * es, what) != 0) rc = -1;

@@ -40,6 +40,7 @@ struct ag_kparams {
   hop_group groups[LOOM_AG_MAX_RANKS];
   loom_dev_comm c;
   const char *a;      /* this rank's rows [m x k], contiguous */
+  char *gathered;     /* NULL, or [nranks m x k]: every rank's rows (loom_gemm_args_t.a_gathered) */
   size_t row_bytes;   /* k * element size */
   size_t stride;      /* loom_ag_stride */
   int m;
@@ -59,20 +60,25 @@ struct ag_side_state {
 };
 
 /* The side role's copy of n 16-byte vectors (every address and length
- * here is a multiple of 16: a and c 16-byte aligned, k % 8 == 0, window
- * parts 256-aligned), 4 loads in flight per thread. Plain and division-free:
- * the side role runs at the producer's 40 registers. */
+ * here is a multiple of 16: a, c and a_gathered 16-byte aligned, k % 8 ==
+ * 0, window parts 256-aligned), 4 loads in flight per thread. Plain and
+ * division-free: the side role runs at the producer's 40 registers. CG:
+ * the loads go to L2 (ld.cg): the source is window rows a peer wrote, which
+ * an L1 line of an earlier call must not stand in for. */
+template <bool CG> static __device__ __forceinline__ int4 ag_ld(const int4 *p) { return CG ? __ldcg(p) : *p; }
+template <bool CG = false>
 static __device__ __forceinline__ void ag_put(int4 *dst, const int4 *src, unsigned n, unsigned tid) {
   constexpr unsigned T = AG_PUSH_THREADS;
   unsigned i = tid;
   for (; i + 3 * T < n; i += 4 * T) {
-    const int4 v0 = src[i], v1 = src[i + T], v2 = src[i + 2 * T], v3 = src[i + 3 * T];
+    const int4 v0 = ag_ld<CG>(src + i), v1 = ag_ld<CG>(src + i + T), v2 = ag_ld<CG>(src + i + 2 * T),
+               v3 = ag_ld<CG>(src + i + 3 * T);
     dst[i] = v0;
     dst[i + T] = v1;
     dst[i + 2 * T] = v2;
     dst[i + 3 * T] = v3;
   }
-  for (; i < n; i += T) dst[i] = src[i];
+  for (; i < n; i += T) dst[i] = ag_ld<CG>(src + i);
 }
 
 /* The other way to push (ag_side<true>, the ping-pong tile): bulk copies
@@ -190,7 +196,45 @@ template <bool BULK> struct ag_side {
           loom_signal(c, d, j, epoch);                                  /* release, system scope */
       }
     }
+    if (p.gathered != NULL) {
+      const int go = st->ok; /* every thread reads it before thread 0 writes it again (gather) */
+      ptx_named_bar_sync(AG_BAR_PUSH, AG_PUSH_THREADS);
+      if (go) gather(tid);
+    }
     if (tid == 0) coll_stamp(p.stamps, LOOM_COLL_STAMP_SIDE);
+  }
+
+  /* After the pushes, the gathered A (loom_gemm_args_t.a_gathered): row
+   * block j of source s = (r + g) % R (this rank's rows first, then in the
+   * order they arrive) is item g * nb + j, dealt round-robin over the
+   * blocks; a peer's rows are copied out of the window once their flag
+   * holds the call's epoch (thread 0's bounded poll; one that gives up is
+   * this block's fault, settled after the engine). */
+  __device__ __forceinline__ void gather(unsigned tid) const {
+    const ag_kparams &p = *P;
+    const loom_dev_comm &c = p.c;
+    const int R = c.nranks, r = c.rank;
+    const int nb = (p.m + LOOM_AG_BLOCK_ROWS - 1) / LOOM_AG_BLOCK_ROWS;
+    for (int item = blockIdx.x; item < R * nb; item += gridDim.x) {
+      const int g = item / nb, j = item - g * nb;
+      const int s = (r + g) % R;
+      if (tid == 0) {
+        const int ok = g == 0 || loom_poll_flag(c, s, j, epoch, LOOM_WAIT_SIGNAL, &st->fail);
+        st->ok = ok;
+        if (!ok) st->failed = 1;
+      }
+      ptx_named_bar_sync(AG_BAR_PUSH, AG_PUSH_THREADS);
+      if (!st->ok) break;
+      const int row0 = j * LOOM_AG_BLOCK_ROWS;
+      const size_t off = (size_t)row0 * p.row_bytes;
+      const unsigned n = (unsigned)((size_t)min(LOOM_AG_BLOCK_ROWS, p.m - row0) * p.row_bytes / 16);
+      int4 *dst = (int4 *)(p.gathered + (size_t)s * p.m * p.row_bytes + off);
+      if (g == 0)
+        ag_put(dst, (const int4 *)(p.a + off), n, tid);
+      else
+        ag_put<true>(dst, (const int4 *)loom_local_ptr(c, c.data_offset + (size_t)s * p.stride + off), n, tid);
+      ptx_named_bar_sync(AG_BAR_PUSH, AG_PUSH_THREADS); /* st->ok read by all before thread 0 writes it again */
+    }
   }
 };
 
@@ -307,6 +351,7 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   }
   kp.c = *c;
   kp.a = (const char *)a->a;
+  kp.gathered = (char *)a->a_gathered;
   kp.row_bytes = (size_t)a->k * es;
   kp.stride = stride;
   kp.m = a->m;

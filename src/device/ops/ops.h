@@ -95,6 +95,7 @@ typedef struct {
   int m, n, k;            /* loom_gemm_args_t's (reduce-scatter: m = every rank's rows) */
   const void *a, *b;
   void *c;
+  void *a_gathered;       /* all-gather: NULL, or [nranks m x k], every rank's a in rank order */
   char *data_local;       /* this rank's data region (device address of its window) */
   uint64_t *flags_local;  /* this rank's flags[0][0] (device address of its window) */
   uint32_t *counters;     /* all-gather: [nranks][slots], zero between calls */
