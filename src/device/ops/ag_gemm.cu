@@ -169,8 +169,9 @@ template <bool BULK> struct ag_side {
         if (!(credited >> d & 1u)) { /* first store into d in this call */
           ok = epoch <= 1 ||
                loom_poll_flag(c, d, loom_credit_slot(c), epoch - 1, LOOM_WAIT_CREDIT, &st->fail);
-          if (ok)
-            ptx_st_release_sys_u64(loom_flag_ptr(c, d, r, loom_tag_slot(c)), loom_call_tag(epoch, c.op));
+          if (ok) /* relaxed: this thread's next fence (coll_last_part) or release (loom_signal) orders it
+                   * before every signal of its rows to d */
+            ptx_st_relaxed_sys_u64(loom_flag_ptr(c, d, r, loom_tag_slot(c)), loom_call_tag(epoch, c.op));
           credited |= 1u << d;
         }
         st->ok = ok;

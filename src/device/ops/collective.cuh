@@ -104,8 +104,11 @@ static cudaError_t coll_launch(void (*kernel)(KP), const KP &kp, const loom_dev_
  * this GPU's counter. Returns 1 for the part that completes the unit
  * (`need` parts), which has reset the counter to zero for the next call
  * and may then release the unit to a peer (system scope: it covers the
- * parts it counted). */
+ * parts it counted). A unit of one part returns 1 at once, without fence
+ * or count: the caller's release store covers its own part (one system
+ * fence on the way to the peer instead of two). */
 static __device__ __forceinline__ int coll_last_part(uint32_t *ctr, uint32_t need) {
+  if (need == 1) return 1; /* the caller's release covers its own part: no fence, no count */
   __threadfence_system();
   if (ptx_atom_add_acq_rel_gpu_u32(ctr, 1u) + 1u != need) return 0;
   ptx_st_relaxed_gpu_u32(ctr, 0u);

@@ -233,13 +233,17 @@ struct rs_side {
   uint64_t epoch;
   rs_state *st; /* shared memory */
 
-  /* A consumer thread, after every store of task t's tile (hop_task_done):
-   * this rank's call tag, then the tile's flag, into the owner's window. */
+  /* A consumer thread, after every store of task t's tile (hop_task_done:
+   * the consumers' barrier orders them before this thread): this rank's
+   * call tag, then the tile's flag, into the owner's window. One fence:
+   * the flag's release store covers the tile (barrier, then release:
+   * cumulative) and the tag (same thread, before it). Session 22: a fence
+   * before the tag and a release for each store were three system fences
+   * in a row on every tile's signal. */
   __device__ __forceinline__ void done(const hop_task &t) const {
     const loom_dev_comm &c = P->c;
     const int o = (c.rank + 1 + t.group) % c.nranks;
-    __threadfence_system();
-    ptx_st_release_sys_u64(loom_flag_ptr(c, o, c.rank, loom_tag_slot(c)), loom_call_tag(epoch, c.op));
+    ptx_st_relaxed_sys_u64(loom_flag_ptr(c, o, c.rank, loom_tag_slot(c)), loom_call_tag(epoch, c.op));
     loom_signal(c, o, t.m_blk * P->n_tiles + t.n_blk, epoch);
   }
 
