@@ -18,7 +18,9 @@
  * = narrow, wide: 128 x 128 ping-pong, 128 x 256 cooperative) and, for
  * the reduce-scatter and all-reduce, the column chunks of the task order
  * (LOOM_RS_CHUNKS = 1 or 3; the automatic choice is 1 for shapes this
- * small) and the side role's slices per tile (LOOM_RS_SLICES = 1, or the
+ * small), the one-tile mode for m <= 128 (LOOM_RS_ONE_TILE unset or 0:
+ * one group over all rows, or a group per owner) and the side role's
+ * slices per tile (LOOM_RS_SLICES = 1, or the
  * automatic 8 for shapes this small). All-reduce: every rank's C must also
  * be the same bits (checked where one process holds every rank).
  * One process: a CUDA graph of one call per rank, replayed with new A.
@@ -367,6 +369,11 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
        * takes the 128 x 128 one for every shape here) */
       setenv("LOOM_AG_TILE", id % 2 ? "wide" : "narrow", 1);
       setenv("LOOM_RS_CHUNKS", id / 2 % 2 ? "3" : "1", 1);
+      /* rows that fit one task: one group (the one-tile mode), or a group per owner */
+      if (id / 8 % 2)
+        setenv("LOOM_RS_ONE_TILE", "0", 1);
+      else
+        unsetenv("LOOM_RS_ONE_TILE");
       if (id / 4 % 2) /* one side-role item per tile, or the automatic slices (8 here) */
         setenv("LOOM_RS_SLICES", "1", 1);
       else
@@ -414,6 +421,7 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
   unsetenv("LOOM_AG_TILE");
   unsetenv("LOOM_RS_CHUNKS");
   unsetenv("LOOM_RS_SLICES");
+  unsetenv("LOOM_RS_ONE_TILE");
   printf("  %s R=%d: %d cases (three operators) x %d calls, worst row error %.3g\n", what, R, ncase, CALLS,
          worst_all);
   free(tmp);

@@ -50,9 +50,26 @@
  * and several; diagnostics). */
 #define RS_MAX_CHUNKS 4
 
+/* The one-tile mode (session 22): when all m rows fit one task's 128 rows
+ * (decode: a few to 128 tokens), the R owner groups are one group. With a
+ * group per owner, each owner's tasks streamed the whole of B for its m / R
+ * rows: R times B's bytes from HBM, where B is what the GEMM costs at this
+ * size (2x H100, Llama m = 128: GEMM phase 169 us against 100 for the same
+ * per-GPU GEMM at one rank). One group reads B once; its epilogue stores
+ * each row to its owner's window through a row table (hop_group.row_ptr, an
+ * offset into this kernel parameter), and each task signals every owner of
+ * a row. LOOM_RS_ONE_TILE=0 turns it off (tests, diagnostics). */
+#define RS_ONE_TILE_ROWS 128
+
 struct rs_kparams {
   hop_params hp;                           /* group_maps, groups: offsets to maps, groups */
-  CUtensorMap maps[2 * LOOM_AG_MAX_RANKS]; /* (A rows of owner g, B) per group */
+  union {
+    CUtensorMap maps[2 * LOOM_AG_MAX_RANKS]; /* (A rows of owner g, B) per group */
+    struct {                                 /* one-tile mode: one group */
+      CUtensorMap maps[2];                   /* (all m rows of A, B) */
+      char *row_dst[RS_ONE_TILE_ROWS];       /* row i of A -> its owner's window part for this rank */
+    } one;
+  };
   hop_group groups[LOOM_AG_MAX_RANKS];
   loom_dev_comm c;
   char *fin_peer[LOOM_AG_MAX_RANKS]; /* all-reduce: [d] peer (r + d) % R's window part for
@@ -63,10 +80,14 @@ struct rs_kparams {
   int bm, bn, raster_m, n_tiles; /* the engine's tile, raster band, n-blocks */
   int slot_tiles;   /* all-reduce: first signal slot of the owners' finished tiles */
   int slices;       /* side-role work items per tile (rs_slices) */
+  int one_tile;     /* the one-tile mode (RS_ONE_TILE_ROWS): one group over all m rows */
   uint32_t *counters; /* all-reduce: [nranks][slots], row rank: slices reduced per own tile */
   uint64_t *stamps;   /* [blocks][LOOM_COLL_STAMPS] */
 };
 static_assert(sizeof(rs_kparams) <= 4096, "kernel parameter: 4 KB");
+static_assert(offsetof(rs_kparams, one.row_dst) + sizeof(((rs_kparams *)0)->one.row_dst) <=
+                  offsetof(rs_kparams, maps) + sizeof(((rs_kparams *)0)->maps),
+              "the row table lives in the maps the one-tile mode does not use");
 static_assert(hop_pp<HOP_BF16>::BM == LOOM_RS_MIN_TILE && hop_pp<HOP_BF16>::BN == LOOM_RS_MIN_TILE &&
                   hop_large_w1<HOP_BF16>::BM >= LOOM_RS_MIN_TILE && hop_large_w1<HOP_BF16>::BN >= LOOM_RS_MIN_TILE,
               "loom_rs_slots counts the smallest tile's flags");
@@ -242,6 +263,15 @@ struct rs_side {
    * in a row on every tile's signal. */
   __device__ __forceinline__ void done(const hop_task &t) const {
     const loom_dev_comm &c = P->c;
+    if (P->one_tile) { /* every owner of a row: the tags, one fence, the flags (owner tile 0, t.n_blk) */
+      for (int o = 0; o < c.nranks; o++)
+        if (rs_rows(*P, o) > 0)
+          ptx_st_relaxed_sys_u64(loom_flag_ptr(c, o, c.rank, loom_tag_slot(c)), loom_call_tag(epoch, c.op));
+      __threadfence_system();
+      for (int o = 0; o < c.nranks; o++)
+        if (rs_rows(*P, o) > 0) loom_signal_fenced(c, o, t.n_blk, epoch);
+      return;
+    }
     const int o = (c.rank + 1 + t.group) % c.nranks;
     ptx_st_relaxed_sys_u64(loom_flag_ptr(c, o, c.rank, loom_tag_slot(c)), loom_call_tag(epoch, c.op));
     loom_signal(c, o, t.m_blk * P->n_tiles + t.n_blk, epoch);
@@ -438,9 +468,23 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
     st.team[0].failed = st.team[1].failed = 0;
   }
   __syncthreads();
-  /* partials leave the epilogue as they are: the activation comes after the sum */
-  hop_gemm_run<CFG, HOP_ACT_NONE, OUT, rs_side<ACT, T, AR>>(P.hp, rs_smem_raw, (uint32_t)epoch,
-                                                            rs_side<ACT, T, AR>{&P, epoch, &st});
+  if (P.one_tile) {
+    /* every owner has finished the previous call (its window is free): with
+     * a group per owner, the engine's readiness wait checks that owner's
+     * credit; one group stores into every owner's window */
+    if (threadIdx.x == 0)
+      for (int o = 0; o < P.c.nranks && !st.stop; o++)
+        if (!loom_poll_flag(P.c, o, loom_credit_slot(P.c), epoch - 1, LOOM_WAIT_CREDIT, &st.team[0].fail)) {
+          st.team[0].failed = 1; /* settled after the engine (rs_diagnose) */
+          st.stop = 1;
+        }
+    __syncthreads();
+  }
+  /* partials leave the epilogue as they are: the activation comes after the
+   * sum. A block whose credit wait gave up stores nothing into any window. */
+  if (!st.stop)
+    hop_gemm_run<CFG, HOP_ACT_NONE, OUT, rs_side<ACT, T, AR>>(P.hp, rs_smem_raw, (uint32_t)epoch,
+                                                              rs_side<ACT, T, AR>{&P, epoch, &st});
   /* consumers at 232 registers, the producer warpgroup at 40: light code
    * only (the GEMM stamp is rs_side::after's) */
   __syncthreads();
@@ -492,6 +536,14 @@ static int rs_n_chunk(int n_tiles, int mt_all, int sms) {
   return (n_tiles + chunks - 1) / chunks;
 }
 
+/* Whether a call of m rows on R ranks takes the one-tile mode
+ * (RS_ONE_TILE_ROWS): the same on every rank (same shapes). */
+static int rs_one_tile(int64_t m, int R) {
+  const char *force = getenv("LOOM_RS_ONE_TILE");
+  if (force && !strcmp(force, "0")) return 0;
+  return R > 1 && m <= RS_ONE_TILE_ROWS;
+}
+
 template <class CFG, int ACT, int OUT, bool AR>
 static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cudaStream_t stream) {
   const int R = c->nranks, r = c->rank;
@@ -501,14 +553,34 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   const size_t es = CFG::esize;
   const int mo_max = (a->m + R - 1) / R;
   const size_t stride = loom_rs_stride(mo_max, a->n, es);
-  cudaError_t e = coll_params<CFG>(&kp.hp, HOP_ACT_NONE, R, mo_max, a->n, a->k, a->n, c->sms, a->error,
+  const int one = rs_one_tile(a->m, R);
+  cudaError_t e = coll_params<CFG>(&kp.hp, HOP_ACT_NONE, one ? 1 : R, one ? a->m : mo_max, a->n, a->k, a->n,
+                                   c->sms, a->error,
                                    c->timeout_ns, offsetof(rs_kparams, groups) - offsetof(rs_kparams, hp),
                                    offsetof(rs_kparams, maps) - offsetof(rs_kparams, hp),
                                    a->n % 8 == 0 /* window parts: 256-aligned, rows of 16-byte multiples */);
   if (e != cudaSuccess) return e;
   const int n_tiles = kp.hp.n_tiles;
-  int tile_begin = 0;
-  for (int g = 0; g < R; g++) {
+  int tile_begin = 0, owner_tiles = 0; /* tasks; the owners' tiles (side-role items / slices) */
+  for (int o = 0; o < R; o++) owner_tiles += (int)(loom_ar_rows(a->m, R, o) + CFG::BM - 1) / CFG::BM * n_tiles;
+  if (one) { /* one group: all m rows of A, each row's partial to its owner's window (row table) */
+    if ((e = hop_make_map(&kp.one.maps[0], CFG::dtype, a->a, a->m, a->k, a->k, CFG::BK, CFG::BM)) != cudaSuccess ||
+        (e = hop_make_map(&kp.one.maps[1], CFG::dtype, a->b, a->n, a->k, a->k, CFG::BK, CFG::b_box_rows)) !=
+            cudaSuccess)
+      return e;
+    for (int o = 0; o < R; o++) {
+      const int64_t row0 = loom_ar_row0(a->m, R, o), rows = loom_ar_rows(a->m, R, o);
+      for (int64_t i = 0; i < rows; i++)
+        kp.one.row_dst[row0 + i] =
+            (char *)a->peer_base[o] + c->data_offset + (size_t)r * stride + (size_t)i * a->n * es;
+    }
+    hop_group *hg = &kp.groups[0];
+    hg->rows = a->m;
+    hg->tile_begin = 0;
+    hg->row_ptr = (void *const *)(uintptr_t)(offsetof(rs_kparams, one.row_dst) - offsetof(rs_kparams, hp));
+    tile_begin = n_tiles; /* no readiness wait: the kernel checks every owner's credit first */
+  }
+  for (int g = 0; g < R && !one; g++) {
     const int o = (r + 1 + g) % R;
     const int rows = (int)loom_ar_rows(a->m, R, o);
     const char *src = (const char *)a->a + (size_t)loom_ar_row0(a->m, R, o) * a->k * es;
@@ -533,12 +605,13 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     hg->ready = (const uint32_t *)(a->flags_local + (size_t)o * c->slots + (c->slots - 1));
     hg->ready_target = 0xFFFFFFFFu;
     hg->ready_stride = 0;
-    if (AR && o != r) /* g = R - 1 is this rank */
-      kp.fin_peer[(o - r + R) % R] =
-          (char *)a->peer_base[o] + c->data_offset + (size_t)loom_ar_fin_part(r, o, R) * stride;
   }
+  for (int d = 1; AR && d < R; d++) /* owner r's reduced rows in peer (r + d) % R's window */
+    kp.fin_peer[d] = (char *)a->peer_base[(r + d) % R] + c->data_offset +
+                     (size_t)loom_ar_fin_part(r, (r + d) % R, R) * stride;
   kp.hp.total_tiles = kp.hp.total_tasks = tile_begin;
   kp.hp.n_chunk = rs_n_chunk(n_tiles, tile_begin / n_tiles, c->sms);
+  kp.one_tile = one;
   kp.c = *c;
   kp.out = (char *)a->c;
   kp.stride = stride;
@@ -550,7 +623,7 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   kp.n_tiles = n_tiles;
   kp.slot_tiles = (int)(loom_rs_slots(mo_max, a->n) - 2);
   /* the side role's tiles: this rank's (reduce-scatter), every owner's (all-reduce) */
-  kp.slices = rs_slices(AR ? tile_begin : (int64_t)(mo_max + CFG::BM - 1) / CFG::BM * n_tiles, c->sms, CFG::BM);
+  kp.slices = rs_slices(AR ? owner_tiles : (int64_t)(mo_max + CFG::BM - 1) / CFG::BM * n_tiles, c->sms, CFG::BM);
   kp.counters = a->counters;
   kp.stamps = a->stamps;
   kp.hp.tile_counter = &c->ctrl->tiles;
@@ -570,11 +643,14 @@ template <class CFG, int ACT, int OUT> struct ar_launcher {
 
 extern "C" cudaError_t loom_launch_gemm_rs(const loom_dev_comm *c, const loom_coll_args *a,
                                            cudaStream_t stream) {
-  return coll_dispatch<rs_launcher>(c, a, a->dtype, a->act, c->nranks, a->m / c->nranks, a->n, stream);
+  const int one = rs_one_tile(a->m, c->nranks); /* the tile is chosen on the tasks the launch has */
+  return coll_dispatch<rs_launcher>(c, a, a->dtype, a->act, one ? 1 : c->nranks, one ? a->m : a->m / c->nranks,
+                                    a->n, stream);
 }
 
 extern "C" cudaError_t loom_launch_gemm_ar(const loom_dev_comm *c, const loom_coll_args *a,
                                            cudaStream_t stream) {
-  return coll_dispatch<ar_launcher>(c, a, a->dtype, a->act, c->nranks, (a->m + c->nranks - 1) / c->nranks,
-                                    a->n, stream);
+  const int one = rs_one_tile(a->m, c->nranks);
+  return coll_dispatch<ar_launcher>(c, a, a->dtype, a->act, one ? 1 : c->nranks,
+                                    one ? a->m : (a->m + c->nranks - 1) / c->nranks, a->n, stream);
 }

@@ -137,7 +137,9 @@ static __device__ __forceinline__ hop_gptrs hop_group_ptrs(const hop_params &p, 
   const hop_group *g = &hop_group_table(p)[t.desc];
   hop_gptrs r;
   r.c = g->c;
-  r.row_ptr = g->row_ptr;
+  /* with maps_const, a row_ptr is a byte offset from &p too (a table in
+   * the operator's kernel parameter: the reduce-scatter's one-tile mode) */
+  r.row_ptr = g->row_ptr ? (void *const *)(hop_param_base(p) + (uintptr_t)g->row_ptr) : NULL;
   r.row_scale = g->row_scale;
   return r;
 }
