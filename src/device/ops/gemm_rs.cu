@@ -3,7 +3,8 @@
  * GPU (docs/collective_gemm.md): rank r gets act(sum_s A_s B_s^T), its own
  * rows (reduce-scatter, Mo = M / R each) or all of them (all-reduce).
  *
- * The kernel is the tile engine (hop_gemm_run) with R host groups, one per
+ * The kernel is the tile engine (hop_gemm_run) with R host groups (one
+ * when all m rows fit one task: the one-tile mode, RS_ONE_TILE_ROWS), one per
  * owner o of output rows, in the order o = r+1, r+2, ..., r (own last),
  * interleaved by column chunks (hop_params.n_chunk): chunk 0 of every owner,
  * then chunk 1, ... So every owner's chunk j is complete on all ranks at
