@@ -82,12 +82,13 @@ static int overlap(const void *p, size_t n, const void *q, size_t m) {
 }
 
 /* The checks every collective GEMM call shares, after its own: pointers,
- * alignment, c (c_rows rows) apart from a and b, and the communicator's
+ * alignment, c (c_rows rows) and g (the all-gather's a_gathered, nranks x
+ * a's rows, or NULL) apart from a, b and each other, and the communicator's
  * workspace and slots against what `sizer` (its workspace function, named
  * in the message) asked for. Then the launch preparation. */
 static loom_result_t check_call(const char *fn, const char *sizer, loom_comm_t comm,
-                                const loom_gemm_args_t *a, size_t es, int64_t c_rows, size_t need,
-                                int slots) {
+                                const loom_gemm_args_t *a, const void *g, size_t es, int64_t c_rows,
+                                size_t need, int slots) {
   LOOM_ARG(a->a != NULL && a->b != NULL && a->c != NULL, fn, "a, b and c must not be NULL");
   LOOM_ARG((((uintptr_t)a->a | (uintptr_t)a->b | (uintptr_t)a->c) & 15) == 0, fn,
            "a, b and c must be 16-byte aligned");
@@ -95,6 +96,13 @@ static loom_result_t check_call(const char *fn, const char *sizer, loom_comm_t c
   const size_t c_bytes = (size_t)c_rows * (size_t)a->n * es;
   LOOM_ARG(!overlap(a->c, c_bytes, a->a, a_bytes) && !overlap(a->c, c_bytes, a->b, b_bytes), fn,
            "c overlaps a or b");
+  if (g != NULL) {
+    const size_t g_bytes = (size_t)comm->nranks * a_bytes;
+    LOOM_ARG(((uintptr_t)g & 15) == 0, fn, "a_gathered must be 16-byte aligned");
+    LOOM_ARG(!overlap(g, g_bytes, a->a, a_bytes) && !overlap(g, g_bytes, a->b, b_bytes) &&
+                 !overlap(g, g_bytes, a->c, c_bytes),
+             fn, "a_gathered overlaps a, b or c");
+  }
   LOOM_ARG(need <= comm->config.workspace_bytes, fn,
            "m = %lld, n = %lld, k = %lld on %d ranks needs %zu workspace bytes but the communicator "
            "has %zu (see %s)",
@@ -209,16 +217,9 @@ static loom_result_t coll_call(const char *fn, int op, loom_comm_t comm, const l
   }
   if (res != LOOM_SUCCESS) return res;
   const void *g = gathered_of(a);
-  if (g != NULL) {
-    const size_t g_bytes = (size_t)R * (size_t)a->m * (size_t)a->k * es;
-    LOOM_ARG(op == LOOM_OP_AG_GEMM, fn, "a_gathered is the all-gather's output (loom_ag_gemm only): set it NULL");
-    LOOM_ARG(((uintptr_t)g & 15) == 0, fn, "a_gathered must be 16-byte aligned");
-    LOOM_ARG(!overlap(g, g_bytes, a->a, (size_t)a->m * (size_t)a->k * es) &&
-                 !overlap(g, g_bytes, a->b, (size_t)a->n * (size_t)a->k * es) &&
-                 !overlap(g, g_bytes, a->c, (size_t)c_rows * (size_t)a->n * es),
-             fn, "a_gathered overlaps a, b or c");
-  }
-  res = check_call(fn, sizer, comm, a, es, c_rows, need, slots);
+  LOOM_ARG(g == NULL || op == LOOM_OP_AG_GEMM, fn,
+           "a_gathered is the all-gather's output (loom_ag_gemm only): set it NULL");
+  res = check_call(fn, sizer, comm, a, g, es, c_rows, need, slots);
   if (res != LOOM_SUCCESS) return res;
 
   loom_dev_comm dc = loom_comm_dev_view(comm, op);

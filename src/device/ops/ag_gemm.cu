@@ -229,11 +229,9 @@ template <bool BULK> struct ag_side {
       const int row0 = j * LOOM_AG_BLOCK_ROWS;
       const size_t off = (size_t)row0 * p.row_bytes;
       const unsigned n = (unsigned)((size_t)min(LOOM_AG_BLOCK_ROWS, p.m - row0) * p.row_bytes / 16);
-      int4 *dst = (int4 *)(p.gathered + (size_t)s * p.m * p.row_bytes + off);
-      if (g == 0)
-        ag_put(dst, (const int4 *)(p.a + off), n, tid);
-      else
-        ag_put<true>(dst, (const int4 *)loom_local_ptr(c, c.data_offset + (size_t)s * p.stride + off), n, tid);
+      /* own rows from a, a peer's from the window (ld.cg: see ag_put) */
+      const char *src = g == 0 ? p.a + off : loom_local_ptr(c, c.data_offset + (size_t)s * p.stride + off);
+      ag_put<true>((int4 *)(p.gathered + (size_t)s * p.m * p.row_bytes + off), (const int4 *)src, n, tid);
       ptx_named_bar_sync(AG_BAR_PUSH, AG_PUSH_THREADS); /* st->ok read by all before thread 0 writes it again */
     }
   }

@@ -545,6 +545,15 @@ static int rs_one_tile(int64_t m, int R) {
   return R > 1 && m <= RS_ONE_TILE_ROWS;
 }
 
+/* The engine groups of that call (the launch's tile is chosen on them):
+ * one of all m rows in the one-tile mode, else one per owner of up to
+ * ceil(m / R) rows (the reduce-scatter's m / R); *rows the rows of each. */
+static int rs_groups(int64_t m, int R, int *rows) {
+  const int one = rs_one_tile(m, R);
+  *rows = (int)(one ? m : (m + R - 1) / R);
+  return one ? 1 : R;
+}
+
 template <class CFG, int ACT, int OUT, bool AR>
 static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cudaStream_t stream) {
   const int R = c->nranks, r = c->rank;
@@ -554,9 +563,9 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   const size_t es = CFG::esize;
   const int mo_max = (a->m + R - 1) / R;
   const size_t stride = loom_rs_stride(mo_max, a->n, es);
-  const int one = rs_one_tile(a->m, R);
-  cudaError_t e = coll_params<CFG>(&kp.hp, HOP_ACT_NONE, one ? 1 : R, one ? a->m : mo_max, a->n, a->k, a->n,
-                                   c->sms, a->error,
+  int g_rows = 0;
+  const int groups = rs_groups(a->m, R, &g_rows), one = groups == 1;
+  cudaError_t e = coll_params<CFG>(&kp.hp, HOP_ACT_NONE, groups, g_rows, a->n, a->k, a->n, c->sms, a->error,
                                    c->timeout_ns, offsetof(rs_kparams, groups) - offsetof(rs_kparams, hp),
                                    offsetof(rs_kparams, maps) - offsetof(rs_kparams, hp),
                                    a->n % 8 == 0 /* window parts: 256-aligned, rows of 16-byte multiples */);
@@ -644,14 +653,14 @@ template <class CFG, int ACT, int OUT> struct ar_launcher {
 
 extern "C" cudaError_t loom_launch_gemm_rs(const loom_dev_comm *c, const loom_coll_args *a,
                                            cudaStream_t stream) {
-  const int one = rs_one_tile(a->m, c->nranks); /* the tile is chosen on the tasks the launch has */
-  return coll_dispatch<rs_launcher>(c, a, a->dtype, a->act, one ? 1 : c->nranks, one ? a->m : a->m / c->nranks,
-                                    a->n, stream);
+  int rows = 0;
+  const int groups = rs_groups(a->m, c->nranks, &rows);
+  return coll_dispatch<rs_launcher>(c, a, a->dtype, a->act, groups, rows, a->n, stream);
 }
 
 extern "C" cudaError_t loom_launch_gemm_ar(const loom_dev_comm *c, const loom_coll_args *a,
                                            cudaStream_t stream) {
-  const int one = rs_one_tile(a->m, c->nranks);
-  return coll_dispatch<ar_launcher>(c, a, a->dtype, a->act, one ? 1 : c->nranks,
-                                    one ? a->m : (a->m + c->nranks - 1) / c->nranks, a->n, stream);
+  int rows = 0;
+  const int groups = rs_groups(a->m, c->nranks, &rows);
+  return coll_dispatch<ar_launcher>(c, a, a->dtype, a->act, groups, rows, a->n, stream);
 }

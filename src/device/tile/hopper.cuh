@@ -301,9 +301,10 @@ struct hop_params {
   int32_t n_chunk;               /* host groups, CL = 1: 0, or the task order interleaves the
                                     groups every n_chunk n-blocks (hop_sched_next): chunk j of
                                     group 0, 1, ..., then chunk j + 1 */
-  int32_t maps_const;            /* 1: group_maps, groups (and their row_ptr) are byte offsets from this struct's
-                                    own address, into the operator's __grid_constant__ kernel
-                                    parameter that holds it (hop_group_table, hop_group_maps):
+  int32_t maps_const;            /* 1: group_maps, groups and their row_ptr are byte offsets
+                                    from this struct's own address, into the operator's
+                                    __grid_constant__ kernel parameter that holds it
+                                    (hop_group_table, hop_group_maps, hop_group_ptrs):
                                     never written, so no tensormap fence (that fence is only
                                     defined on global memory); 0: pointers to global memory
                                     the host wrote */
