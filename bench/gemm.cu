@@ -7,7 +7,7 @@
  *   build/bench/gemm --check-only     # every correctness case, no timing
  *   build/bench/gemm                  # all checks ("all results match"), then timings
  *   build/bench/gemm --quick          # fewer cases and shapes
- *   build/bench/gemm --dtype bf16 --shape dense     # filters (bf16|fp16|tf32, dense|grouped|smallm)
+ *   build/bench/gemm --dtype bf16 --shape dense     # filters (bf16|fp16|tf32, dense|grouped|smallm|decode)
  *   build/bench/gemm --variant v1,pp  # engine variants (v1 w1 pp sk2 sk4 pp2 w1c2 sm2 sm2h ws; default all,
  *                                     # docs/tile.md "v2", "v3")
  *   build/bench/gemm --k 2048,768     # grouped timed shapes only at these K
@@ -844,7 +844,7 @@ static void report_case(const gcase *c, gbufs *b, int var, int mode, const cubla
   printf("  %-34s %-7s %s %-9s engine %8.4f ms %7.1f TFLOP/s %6.0f GB/s | cuBLAS %8.4f ms %7.1f TFLOP/s | engine/cuBLAS %.2f\n",
          c->name, var_name(var), mode_name(mode), cfgname, te, flops / te * 1e-9, bytes / te * 1e-6, tc->dirty,
          flops / tc->dirty * 1e-9, tc->dirty / te);
-  if (c->shape == 2) { /* small-M: the flush method and the launch matter; weights-only bandwidth */
+  if (c->shape >= 2) { /* small-M, decode: the flush method and the launch matter; weights-only bandwidth */
     const float tcl = time_case(c, b, 0, var, FLUSH_CLEAN);
     const float tbb = time_case(c, b, 0, var, BACK2BACK);
     printf("  %-34s %-7s %-2s %-9s   weights %.1f MB: dirty-flush %6.0f GB/s | clean-flush %8.4f ms %6.0f GB/s"
@@ -1027,6 +1027,26 @@ static int bench_cases(int dt, gcase *v) {
       v[n++] = c;
     }
   }
+  if (want_shape(3)) {
+    /* decode: one group of a few rows against one large weight, the
+     * per-GPU GEMMs of a Llama-70B-class layer (hidden 8192, ffn 28672)
+     * in tensor parallelism: row-parallel (N = hidden, K = ffn / R) on 2
+     * and 4 GPUs (235 and 117 MB of bf16 weights, streamed once), and
+     * column-parallel on 4 (N = ffn / 4, K = hidden) */
+    static const int ms[] = {1, 16, 64, 128};
+    static const int nk[][2] = {{8192, 14336}, {8192, 7168}, {7168, 8192}};
+    for (int si = 0; si < 3; si++)
+      for (int mi = 0; mi < 4; mi++)
+        for (int cfg = CFG_LARGE; cfg <= CFG_SMALL; cfg++) { /* 64-row tiles for <= 64 rows */
+          if ((g_opt.quick && (mi != 1 || si != 0)) || (cfg == CFG_SMALL && ms[mi] > 64)) continue;
+          char nm[64];
+          snprintf(nm, sizeof(nm), "decode 1x%d x%dx%d %s", ms[mi], nk[si][0], nk[si][1],
+                   cfg == CFG_LARGE ? "bm128" : "bm64");
+          gcase c = make_case(nm, dt, cfg, HOP_ACT_NONE, o, 1, &ms[mi], nk[si][0], nk[si][1]);
+          c.shape = 3;
+          v[n++] = c;
+        }
+  }
   return n;
 }
 
@@ -1112,7 +1132,7 @@ static int debug_one(int dt, int cfg, int M, int N, int K, int pattern, int var)
 
 static void usage(void) {
   printf("usage: gemm [--debug] [--check-only] [--quick] [--dtype bf16|fp16|tf32] "
-         "[--shape dense|grouped|smallm] [--variant v1,w1,pp,sk2,sk4,pp2,w1c2,sm2,sm2h,ws] [--k K1,K2,..] [--raster M] "
+         "[--shape dense|grouped|smallm|decode] [--variant v1,w1,pp,sk2,sk4,pp2,w1c2,sm2,sm2h,ws] [--k K1,K2,..] [--raster M] "
          "[--iters N] [--seed S] "
          "[--threads T] [--device-groups] [--dg-concurrent] [--stores v4|pairs] [--case NAME-SUBSTRING]\n"
          "       [--sms N] [--pdl on|off] [--l2-hints 0|1|2]\n"
@@ -1143,7 +1163,8 @@ int main(int argc, char **argv) {
       g_opt.dtype = !strcmp(d, "bf16") ? HOP_BF16 : !strcmp(d, "fp16") ? HOP_FP16 : !strcmp(d, "tf32") ? HOP_TF32 : -2;
     } else if (!strcmp(s, "--shape") && i + 1 < argc) {
       const char *d = argv[++i];
-      g_opt.shape = !strcmp(d, "dense") ? 0 : !strcmp(d, "grouped") ? 1 : !strcmp(d, "smallm") ? 2 : -2;
+      g_opt.shape = !strcmp(d, "dense") ? 0 : !strcmp(d, "grouped") ? 1 : !strcmp(d, "smallm") ? 2
+                                                                                                : !strcmp(d, "decode") ? 3 : -2;
     } else if (!strcmp(s, "--iters") && i + 1 < argc) g_opt.iters = atoi(argv[++i]);
     else if (!strcmp(s, "--seed") && i + 1 < argc) g_opt.seed = (uint32_t)atoi(argv[++i]);
     else if (!strcmp(s, "--threads") && i + 1 < argc) g_opt.threads = atoi(argv[++i]);
@@ -1322,8 +1343,8 @@ int main(int argc, char **argv) {
     CUDA_CHECK(cudaMalloc(&b.Cref, b.c_rows * cases[i].N * out_esize(cases[i].out) + 16));
     cublas_times tc;
     tc.dirty = time_case(&cases[i], &b, 1, 0, FLUSH_DIRTY);
-    tc.clean = cases[i].shape == 2 ? time_case(&cases[i], &b, 1, 0, FLUSH_CLEAN) : 0.f;
-    tc.b2b = cases[i].shape == 2 ? time_case(&cases[i], &b, 1, 0, BACK2BACK) : 0.f;
+    tc.clean = cases[i].shape >= 2 ? time_case(&cases[i], &b, 1, 0, FLUSH_CLEAN) : 0.f;
+    tc.b2b = cases[i].shape >= 2 ? time_case(&cases[i], &b, 1, 0, BACK2BACK) : 0.f;
     int vars[NUM_VARS];
     const int nv = case_variants(&cases[i], vars);
     for (int vi = 0; vi < nv; vi++) {

@@ -381,6 +381,25 @@ static loom_result_t comm_create(ncclComm_t nccl, const loom_resolved_config *cf
   c->device = cur_dev;
   CUDA_CHECK(cudaDeviceGetAttribute(&c->sms, cudaDevAttrMultiProcessorCount, cur_dev));
   LOOM_CHECK(check_config_agreement(c));
+  if (c->nranks == 1) {
+    /* One rank reaches no peer: its window is plain device memory, the
+     * loopback world's of one rank, with no NCCL window or device
+     * communicator (NCCL 2.28 on the 2026-11-26 device image refused both
+     * to a one-rank communicator: "Communicator does not support symmetric
+     * memory"). The NCCL communicator stays the caller's, or ours to
+     * destroy (owns_nccl). */
+    c->layout = loom_window_layout_make(1, cfg->signal_slots, cfg->workspace_bytes);
+    LOOM_CHECK(loom_loopback_create(1, c->layout.total_bytes, &c->loopback));
+    c->window_base = loom_loopback_base(c->loopback, 0);
+    c->window = loom_loopback_window(c->loopback, 0);
+    if ((res = comm_alloc_control(c)) != LOOM_SUCCESS) goto fail;
+    if ((res = comm_query_peer_bases(c)) != LOOM_SUCCESS) goto fail;
+    CUDA_CHECK(cudaDeviceSynchronize());
+    c->owns_nccl = owns_nccl;
+    c->magic = LOOM_COMM_MAGIC;
+    *out = c;
+    return LOOM_SUCCESS;
+  }
 
   int lsa_size = 0;
   NCCL_CHECK(loom_devcomm_create(nccl, &c->devcomm, &lsa_size));

@@ -14,14 +14,17 @@
  * ||c_row - ref_row|| / ||ref_row|| within TOL_16BIT (bf16/fp16; the
  * reduce-scatter TOL_16BIT_RS) or TOL_TF32 (fp32 storage, TF32 math). Shapes put m, n and k off the tiles (m not a
  * multiple of 128, n not of the tile width, k not of the 64-wide k-block)
- * and include m = 1. Cases alternate the kernel's two tiles (LOOM_AG_TILE
- * = narrow, wide: 128 x 128 ping-pong, 128 x 256 cooperative) and, for
+ * and include m = 1. Cases alternate the kernel's tiles (LOOM_AG_TILE
+ * unset: the automatic choice, which takes the reduce-scatter's and
+ * all-reduce's 64 x 128 decode tile for groups of <= 64 rows; = narrow,
+ * wide: 128 x 128 ping-pong, 128 x 256 cooperative) and, for
  * the reduce-scatter and all-reduce, the column chunks of the task order
  * (LOOM_RS_CHUNKS = 1 or 3; the automatic choice is 1 for shapes this
  * small), the one-tile mode for m <= 128 (LOOM_RS_ONE_TILE unset or 0:
- * one group over all rows, or a group per owner) and the side role's
+ * one group over all rows, or a group per owner; the all-gather's
+ * one-group mode for R m <= 128 with it, LOOM_AG_ONE_GROUP) and the side role's
  * slices per tile (LOOM_RS_SLICES = 1, or the
- * automatic 8 for shapes this small). All-reduce: every rank's C must also
+ * automatic choice: up to 8 here). All-reduce: every rank's C must also
  * be the same bits (checked where one process holds every rank).
  * One process: a CUDA graph of one call per rank, replayed with new A.
  * All-gather: shape (m, n, k) = this rank's rows; reduce-scatter: every
@@ -71,7 +74,8 @@ typedef struct {
 enum { OP_AG, OP_RS, OP_AR, NUM_OPS };
 static const char *const OP_NAME[NUM_OPS] = {"all-gather", "reduce-scatter", "all-reduce"};
 /* the last one only on up to 2 ranks (its CPU reference is the long one) */
-static const shape_t SHAPES[] = {{100, 136, 200}, {1, 8, 8}, {128, 256, 64}, {257, 264, 1032}, {600, 520, 2056}};
+static const shape_t SHAPES[] = {{100, 136, 200}, {1, 8, 8},           {20, 200, 1032},
+                                 {128, 256, 64},  {257, 264, 1032}, {600, 520, 2056}};
 #define NSHAPES ((int)(sizeof SHAPES / sizeof SHAPES[0]))
 static const loom_dtype_t DTYPES[] = {LOOM_BF16, LOOM_FP16, LOOM_FP32};
 static const int ACTS[] = {LOOM_UNSET, LOOM_ACT_RELU, LOOM_ACT_GELU, LOOM_ACT_SILU};
@@ -365,16 +369,26 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
         if (cudaDeviceSynchronize() != cudaSuccess) rc = -1;
       }
       if (rc != 0) break;
-      /* both of the kernel's tiles, case by case (the automatic choice
-       * takes the 128 x 128 one for every shape here) */
-      setenv("LOOM_AG_TILE", id % 2 ? "wide" : "narrow", 1);
-      setenv("LOOM_RS_CHUNKS", id / 2 % 2 ? "3" : "1", 1);
-      /* rows that fit one task: one group (the one-tile mode), or a group per owner */
-      if (id / 8 % 2)
-        setenv("LOOM_RS_ONE_TILE", "0", 1);
+      /* the kernel's tiles, case by case: the automatic choice (the
+       * reduce-scatter's and all-reduce's 64 x 128 decode tile where a
+       * group has <= 64 rows, else the 128 x 128 one for every shape
+       * here), then the two forced */
+      if (id % 3)
+        setenv("LOOM_AG_TILE", id % 3 == 1 ? "narrow" : "wide", 1);
       else
+        unsetenv("LOOM_AG_TILE");
+      setenv("LOOM_RS_CHUNKS", id / 2 % 2 ? "3" : "1", 1);
+      /* rows that fit one task: one group (the reduce-scatter's and
+       * all-reduce's one-tile mode, the all-gather's one-group mode), or a
+       * group per owner / source */
+      if (id / 8 % 2) {
+        setenv("LOOM_RS_ONE_TILE", "0", 1);
+        setenv("LOOM_AG_ONE_GROUP", "0", 1);
+      } else {
         unsetenv("LOOM_RS_ONE_TILE");
-      if (id / 4 % 2) /* one side-role item per tile, or the automatic slices (8 here) */
+        unsetenv("LOOM_AG_ONE_GROUP");
+      }
+      if (id / 4 % 2) /* one side-role item per tile, or the automatic slices (up to 8 here) */
         setenv("LOOM_RS_SLICES", "1", 1);
       else
         unsetenv("LOOM_RS_SLICES");
@@ -422,6 +436,7 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
   unsetenv("LOOM_RS_CHUNKS");
   unsetenv("LOOM_RS_SLICES");
   unsetenv("LOOM_RS_ONE_TILE");
+  unsetenv("LOOM_AG_ONE_GROUP");
   printf("  %s R=%d: %d cases (three operators) x %d calls, worst row error %.3g\n", what, R, ncase, CALLS,
          worst_all);
   free(tmp);

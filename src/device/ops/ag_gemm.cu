@@ -17,6 +17,14 @@
  * rows, spread over every block, so all SMs push to one peer at a time; the
  * piece that completes a row block (counted on this GPU) signals it.
  *
+ * The one-group mode (session 23; AG_ONE_GROUP_ROWS): when all R m rows
+ * fit one task (decode), a group per source streamed the whole of B once
+ * per source. Then the window parts are packed (part s at s m k bytes, one
+ * 2D tensor of R m rows), this rank's own rows are pushed into its own part
+ * too (the side role's first destination), and one group over all R m rows
+ * reads B once; its task waits for every source's flag (the engine's
+ * readiness over R counters).
+ *
  * Parameters travel in the kernel parameter (__grid_constant__): the group
  * table and its tensor maps there need no device memory, no copy before the
  * launch and nothing to keep alive for a CUDA graph. The engine's
@@ -46,11 +54,16 @@ struct ag_kparams {
   int m;
   int piece_rows;     /* rows per piece (divides LOOM_AG_BLOCK_ROWS) */
   int pieces;         /* ceil(m / piece_rows) per destination */
+  int one_group;      /* the one-group mode: this rank is its own first destination */
   uint32_t *counters; /* [nranks][slots] */
   uint64_t *stamps;   /* [blocks][LOOM_COLL_STAMPS] */
 };
 
 static_assert(sizeof(ag_kparams) <= 4096, "kernel parameter: 4 KB (no large-parameter opt-in needed)");
+/* the decode tile (64 rows) only for groups of <= 64 rows: one m-block, the
+ * row block's flag 0 (the other tiles: one flag per task row block) */
+static_assert(hop_small_w1<HOP_BF16>::TM == COLL_DECODE_ROWS && COLL_DECODE_ROWS <= LOOM_AG_BLOCK_ROWS,
+              "the decode tile's readiness");
 
 /* What a block's side role reports back once the engine is done. */
 struct ag_side_state {
@@ -160,13 +173,15 @@ template <bool BULK> struct ag_side {
     const unsigned tid = (unsigned)(w * 32) + (threadIdx.x & 31u);
     uint32_t credited = 0; /* destinations whose credit this block has (thread 0) */
     uint32_t seq = 0;      /* BULK: chunks through the staging ring (thread 0) */
-    const int items = (R - 1) * p.pieces;
+    /* destinations r - 1, r - 2, ... (the one-group mode: r itself first,
+     * into its own window: the previous call on this GPU has ended) */
+    const int first = p.one_group ? 0 : 1, items = (R - first) * p.pieces;
     for (int item = blockIdx.x; item < items; item += gridDim.x) {
-      const int pos = 1 + item / p.pieces, piece = item - (pos - 1) * p.pieces;
+      const int pos = first + item / p.pieces, piece = item - (pos - first) * p.pieces;
       const int d = (r - pos + R) % R;
       if (tid == 0) {
         int ok = 1;
-        if (!(credited >> d & 1u)) { /* first store into d in this call */
+        if (d != r && !(credited >> d & 1u)) { /* first store into peer d in this call */
           ok = epoch <= 1 ||
                loom_poll_flag(c, d, loom_credit_slot(c), epoch - 1, LOOM_WAIT_CREDIT, &st->fail);
           if (ok) /* relaxed: this thread's next fence (coll_last_part) or release (loom_signal) orders it
@@ -314,6 +329,24 @@ __global__ void __launch_bounds__(CFG::threads, 1) ag_gemm_kernel(const __grid_c
 
 /* ---- host ------------------------------------------------------------------ */
 
+/* The one-group mode (file comment): when all R m rows fit one task. The
+ * same on every rank (same shapes). LOOM_AG_ONE_GROUP=0 turns it off
+ * (tests, diagnostics). */
+#define AG_ONE_GROUP_ROWS 128
+static int ag_one_group(int64_t m, int R) {
+  const char *force = getenv("LOOM_AG_ONE_GROUP");
+  if (force && !strcmp(force, "0")) return 0;
+  return R > 1 && (int64_t)R * m <= AG_ONE_GROUP_ROWS;
+}
+
+/* The engine groups of that call (the launch's tile is chosen on them):
+ * one of all R m rows, or one per source of m; *rows the rows of each. */
+static int ag_groups(int64_t m, int R, int *rows) {
+  const int one = ag_one_group(m, R);
+  *rows = (int)(one ? R * m : m);
+  return one ? 1 : R;
+}
+
 template <class CFG, int ACT, int OUT>
 static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cudaStream_t stream) {
   const int R = c->nranks, r = c->rank;
@@ -321,14 +354,17 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   ag_kparams kp;
   memset(&kp, 0, sizeof kp);
   const size_t es = CFG::esize;
-  cudaError_t e = coll_params<CFG>(&kp.hp, ACT, R, a->m, a->n, a->k, a->n, c->sms, a->error, c->timeout_ns,
+  int g_rows = 0;
+  const int g_count = ag_groups(a->m, R, &g_rows);
+  cudaError_t e = coll_params<CFG>(&kp.hp, ACT, g_count, g_rows, a->n, a->k, a->n, c->sms, a->error, c->timeout_ns,
                                    offsetof(ag_kparams, groups) - offsetof(ag_kparams, hp),
                                    offsetof(ag_kparams, maps) - offsetof(ag_kparams, hp),
                                    ((uintptr_t)a->c & 15) == 0 && a->n % 8 == 0);
   if (e != cudaSuccess) return e;
-  const int tiles = kp.hp.total_tiles / R;
-  const size_t stride = loom_ag_stride(a->m, a->k, es);
-  for (int g = 0; g < R; g++) {
+  const int one = g_count == 1 && R > 1, tiles = kp.hp.total_tiles / g_count;
+  /* the one-group mode packs the parts: one tensor of R m rows */
+  const size_t stride = one ? (size_t)a->m * a->k * es : loom_ag_stride(a->m, a->k, es);
+  for (int g = 0; g < R && !one; g++) {
     const int s = (r + g) % R;
     const void *src = g == 0 ? a->a : (const void *)(a->data_local + (size_t)s * stride);
     if ((e = hop_make_map(&kp.maps[2 * g], CFG::dtype, src, a->m, a->k, a->k, CFG::BK, CFG::BM)) != cudaSuccess)
@@ -348,6 +384,22 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     hg->ready_target = 0;  /* + the epoch, on the device */
     hg->ready_stride = 2;  /* one 8-byte flag per row block: its low word */
   }
+  if (one) { /* one group: all R m rows from the packed parts, every source's flag 0 */
+    if ((e = hop_make_map(&kp.maps[0], CFG::dtype, a->data_local, R * a->m, a->k, a->k, CFG::BK, CFG::BM)) !=
+            cudaSuccess ||
+        (e = hop_make_map(&kp.maps[1], CFG::dtype, a->b, a->n, a->k, a->k, CFG::BK, CFG::b_box_rows)) !=
+            cudaSuccess)
+      return e;
+    hop_group *hg = &kp.groups[0];
+    hg->rows = R * a->m;
+    hg->tile_begin = 0;
+    hg->c = a->c; /* rows in source order: C's */
+    hg->ready = (const uint32_t *)a->flags_local; /* flags[s][0], s = 0 .. R - 1 */
+    hg->ready_target = 0;
+    hg->ready_stride = 0;
+    hg->ready_n = R;
+    hg->ready_n_stride = 2 * c->slots;
+  }
   kp.c = *c;
   kp.a = (const char *)a->a;
   kp.gathered = (char *)a->a_gathered;
@@ -362,6 +414,7 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     pr_rows /= 2;
   kp.piece_rows = pr_rows;
   kp.pieces = (a->m + pr_rows - 1) / pr_rows;
+  kp.one_group = one;
   kp.counters = a->counters;
   kp.stamps = a->stamps;
   kp.hp.tile_counter = &c->ctrl->tiles;
@@ -376,5 +429,7 @@ template <class CFG, int ACT, int OUT> struct ag_launcher {
 
 extern "C" cudaError_t loom_launch_ag_gemm(const loom_dev_comm *c, const loom_coll_args *a,
                                            cudaStream_t stream) {
-  return coll_dispatch<ag_launcher>(c, a, a->dtype, a->act, c->nranks, a->m, a->n, stream);
+  int rows = 0;
+  const int groups = ag_groups(a->m, c->nranks, &rows);
+  return coll_dispatch<ag_launcher, true>(c, a, a->dtype, a->act, groups, rows, a->n, stream);
 }

@@ -22,6 +22,15 @@
  * Both 128 rows per task: one readiness flag per LOOM_AG_BLOCK_ROWS rows. */
 template <int DT> struct coll_wide { typedef hop_large_w1<DT> cfg; };
 template <int DT> struct coll_narrow { typedef hop_pp<DT> cfg; };
+/* Decode (session 23): every group of at most COLL_DECODE_ROWS rows, the
+ * 64 x 128 cooperative tile (hop_small_w1). The weights are the traffic;
+ * the ping-pong tile streamed them slower the fewer rows a task had (1x
+ * H100, bench/gemm --shape decode, 1 x m x 8192 x 14336, 64 tasks on 132
+ * SMs: pp 134.5 / 127.5 / 111.3 / 101.8 us at m = 1 / 16 / 64 / 128, the
+ * 64 x 128 tile 96-99 us at m <= 64, cuBLAS 93). Operators whose flags
+ * count 128-row blocks take it only where a group is one m-block of 64. */
+#define COLL_DECODE_ROWS 64
+template <int DT> struct coll_decode { typedef hop_small_w1<DT> cfg; };
 static_assert(hop_large_w1<HOP_BF16>::TM == LOOM_AG_BLOCK_ROWS && hop_pp<HOP_BF16>::TM == LOOM_AG_BLOCK_ROWS,
               "one flag per task row block");
 
@@ -35,6 +44,15 @@ static inline int coll_narrow_tile(int64_t tasks_wide, int sms) {
   if (force && !strcmp(force, "wide")) narrow = 0;
   if (force && !strcmp(force, "narrow")) narrow = 1;
   return narrow;
+}
+
+/* Whether groups of `rows` rows take the decode tile (an operator that
+ * offers it). LOOM_AG_TILE=wide|narrow forces those instead (tests cover
+ * every tile; diagnostics). The same on every rank (same shapes). */
+static inline int coll_decode_tile(int rows) {
+  const char *force = getenv("LOOM_AG_TILE");
+  if (force && (!strcmp(force, "wide") || !strcmp(force, "narrow"))) return 0;
+  return rows <= COLL_DECODE_ROWS;
 }
 
 /* The engine parameters of R host groups of `rows` rows each, whose group
@@ -157,23 +175,25 @@ static cudaError_t coll_by_act(const loom_dev_comm *c, const A *a, int act, cuda
   }
 }
 
-template <template <class, int, int> class L, class A, int DT, int OUT>
+template <template <class, int, int> class L, class A, int DT, int OUT, bool DECODE>
 static cudaError_t coll_by_tile(const loom_dev_comm *c, const A *a, int act, int groups, int rows, int n,
                                 cudaStream_t s) {
   typedef typename coll_wide<DT>::cfg W;
   typedef typename coll_narrow<DT>::cfg N;
+  if (DECODE && coll_decode_tile(rows)) return coll_by_act<L, A, typename coll_decode<DT>::cfg, OUT>(c, a, act, s);
   const int64_t wide = (int64_t)groups * ((rows + W::BM - 1) / W::BM) * ((n + W::BN - 1) / W::BN);
   if (coll_narrow_tile(wide, c->sms)) return coll_by_act<L, A, N, OUT>(c, a, act, s);
   return coll_by_act<L, A, W, OUT>(c, a, act, s);
 }
 
-template <template <class, int, int> class L, class A>
+/* DECODE: the operator offers the decode tile (coll_decode_tile). */
+template <template <class, int, int> class L, bool DECODE, class A>
 static cudaError_t coll_dispatch(const loom_dev_comm *c, const A *a, int dtype, int act, int groups, int rows,
                                  int n, cudaStream_t s) {
   switch (dtype) {
-  case LOOM_BF16: return coll_by_tile<L, A, HOP_BF16, HOP_OUT_BF16>(c, a, act, groups, rows, n, s);
-  case LOOM_FP16: return coll_by_tile<L, A, HOP_FP16, HOP_OUT_FP16>(c, a, act, groups, rows, n, s);
-  case LOOM_FP32: return coll_by_tile<L, A, HOP_TF32, HOP_OUT_FP32>(c, a, act, groups, rows, n, s);
+  case LOOM_BF16: return coll_by_tile<L, A, HOP_BF16, HOP_OUT_BF16, DECODE>(c, a, act, groups, rows, n, s);
+  case LOOM_FP16: return coll_by_tile<L, A, HOP_FP16, HOP_OUT_FP16, DECODE>(c, a, act, groups, rows, n, s);
+  case LOOM_FP32: return coll_by_tile<L, A, HOP_TF32, HOP_OUT_FP32, DECODE>(c, a, act, groups, rows, n, s);
   default: return cudaErrorInvalidValue;
   }
 }

@@ -92,7 +92,12 @@ static_assert(offsetof(rs_kparams, one.row_dst) + sizeof(((rs_kparams *)0)->one.
 static_assert(hop_pp<HOP_BF16>::BM == LOOM_RS_MIN_TILE && hop_pp<HOP_BF16>::BN == LOOM_RS_MIN_TILE &&
                   hop_large_w1<HOP_BF16>::BM >= LOOM_RS_MIN_TILE && hop_large_w1<HOP_BF16>::BN >= LOOM_RS_MIN_TILE,
               "loom_rs_slots counts the smallest tile's flags");
-static_assert(hop_pp<HOP_BF16>::CL == 1 && hop_large_w1<HOP_BF16>::CL == 1, "n_chunk needs CL = 1");
+/* the decode tile (64 x 128) only where every owner's rows are one m-block
+ * (COLL_DECODE_ROWS): its flags are then the n-blocks, as the 128 x 128 tile's */
+static_assert(hop_small_w1<HOP_BF16>::BN == LOOM_RS_MIN_TILE && hop_small_w1<HOP_BF16>::BM == COLL_DECODE_ROWS,
+              "the decode tile's flags");
+static_assert(hop_pp<HOP_BF16>::CL == 1 && hop_large_w1<HOP_BF16>::CL == 1 && hop_small_w1<HOP_BF16>::CL == 1,
+              "n_chunk needs CL = 1");
 
 /* A team's current work item, written by its thread 0 (claim). */
 struct rs_team {
@@ -499,10 +504,16 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
 
 /* ---- host ------------------------------------------------------------------ */
 
-/* Work items per tile (slices) for `tiles` reduction (and gather) tiles on
+/* Work items per tile (slices) for `tiles` reduction (and gather) tiles of
+ * up to `rows` rows (the tile's, or fewer where an owner has fewer) on
  * `sms` blocks: a power of two, slices of at least RS_MIN_SLICE_ROWS rows,
- * at least RS_MIN_SLICES, and doubled while the items still fit in one per
- * block.
+ * at least RS_MIN_SLICES where the rows allow, and doubled while the items
+ * still fit in one per block.
+ *   - Slices of no row cost what a slice does (thread 0's polls of every
+ *     source, the barriers; the all-reduce's count of the slice, a system
+ *     fence): at decode sizes (4x H100, all-reduce of 16 tokens, 4 rows an
+ *     owner) three of the four slices of every tile were empty, and the
+ *     reductions and copies ran ~20 us past the engine.
  *   - Where there are fewer tiles than blocks (M = 4096, N = 256 on 2
  *     GPUs: 32 own tiles for 132 blocks), one item per tile left most
  *     blocks out of the reductions (2x H200: 45.2 -> 37.4 us with 8).
@@ -517,8 +528,8 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
  * bounds; tests, diagnostics). */
 #define RS_MIN_SLICE_ROWS 16
 #define RS_MIN_SLICES 4
-static int rs_slices(int64_t tiles, int sms, int bm) {
-  const int most = bm / RS_MIN_SLICE_ROWS;
+static int rs_slices(int64_t tiles, int sms, int rows) {
+  const int most = rows / RS_MIN_SLICE_ROWS;
   int s = 1;
   while (s * 2 <= most && (s * 2 <= RS_MIN_SLICES || tiles * s * 2 <= (int64_t)sms)) s *= 2;
   const char *force = getenv("LOOM_RS_SLICES");
@@ -633,7 +644,8 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   kp.n_tiles = n_tiles;
   kp.slot_tiles = (int)(loom_rs_slots(mo_max, a->n) - 2);
   /* the side role's tiles: this rank's (reduce-scatter), every owner's (all-reduce) */
-  kp.slices = rs_slices(AR ? owner_tiles : (int64_t)(mo_max + CFG::BM - 1) / CFG::BM * n_tiles, c->sms, CFG::BM);
+  kp.slices = rs_slices(AR ? owner_tiles : (int64_t)(mo_max + CFG::BM - 1) / CFG::BM * n_tiles, c->sms,
+                        mo_max < CFG::BM ? mo_max : CFG::BM);
   kp.counters = a->counters;
   kp.stamps = a->stamps;
   kp.hp.tile_counter = &c->ctrl->tiles;
@@ -655,12 +667,12 @@ extern "C" cudaError_t loom_launch_gemm_rs(const loom_dev_comm *c, const loom_co
                                            cudaStream_t stream) {
   int rows = 0;
   const int groups = rs_groups(a->m, c->nranks, &rows);
-  return coll_dispatch<rs_launcher>(c, a, a->dtype, a->act, groups, rows, a->n, stream);
+  return coll_dispatch<rs_launcher, true>(c, a, a->dtype, a->act, groups, rows, a->n, stream);
 }
 
 extern "C" cudaError_t loom_launch_gemm_ar(const loom_dev_comm *c, const loom_coll_args *a,
                                            cudaStream_t stream) {
   int rows = 0;
   const int groups = rs_groups(a->m, c->nranks, &rows);
-  return coll_dispatch<ar_launcher>(c, a, a->dtype, a->act, groups, rows, a->n, stream);
+  return coll_dispatch<ar_launcher, true>(c, a, a->dtype, a->act, groups, rows, a->n, stream);
 }

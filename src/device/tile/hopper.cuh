@@ -260,7 +260,11 @@ struct hop_group {
   uint32_t ready_target;   /*   ready[g * ready_group_stride + m_blk * ready_stride] */
   int32_t ready_stride;    /*   - target >= 0 (signed); 0: one counter per group */
   int32_t ready_group_stride; /* host groups: 0 (each group has its own pointer) */
-  uint32_t pad_[3];
+  int32_t ready_n;         /* host groups: 0 or 1, that counter; n > 1: it and the n - 1
+                              after it, ready_n_stride apart, each to the target (rows
+                              from several sources in one task) */
+  int32_t ready_n_stride;
+  uint32_t pad_[1];
 };
 static_assert(sizeof(hop_group) == 64, "hop_group layout");
 
@@ -785,8 +789,10 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
      * rows: skipped without an error; flag 2 tells the consumers */
     int ok = !t.phantom;
     if (ready && ok) {
-      ok = hop_wait_ready(ready + (size_t)t.group * g->ready_group_stride + (size_t)t.m_blk * g->ready_stride,
-                          g->ready_target + ready_bias, p.timeout_ns, p.error);
+      const uint32_t *r0 = ready + (size_t)t.group * g->ready_group_stride + (size_t)t.m_blk * g->ready_stride;
+      for (int i = 0; ok && i < max(1, g->ready_n); i++) /* each wait bounded */
+        ok = hop_wait_ready(r0 + (size_t)i * g->ready_n_stride, g->ready_target + ready_bias, p.timeout_ns,
+                            p.error);
       if (ok) ptx_fence_proxy_async_global(); /* TMA reads after the acquire */
     }
     for (int kb = t.kb0; kb < t.kb1; kb++) {
