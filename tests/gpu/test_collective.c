@@ -31,7 +31,8 @@
  * rank's A has R m rows and C gets m of the sum; all-reduce: every rank's
  * A has m rows (owners of m / R or m / R + 1 rows; none for m = 1) and C
  * gets all m rows of the sum.
- * Fault (each operator): on 2+ ranks the last rank never calls; every other rank must
+ * Fault (each operator, at m = 100 and at the decode size m = 20: the
+ * all-gather's one group, the one-tile mode, the decode tile): on 2+ ranks the last rank never calls; every other rank must
  * report LOOM_TIMEOUT naming it (or LOOM_PEER_ERROR carrying another
  * rank's such timeout), within timeout + 2 s, and the
  * communicators must still be destroyed.
@@ -501,9 +502,18 @@ static int run_graph_case(rank_ctx *cs, int R) {
   return rc;
 }
 
-/* The last rank never calls operator op; the others must time out naming it. */
-static int run_fault_case(rank_ctx *cs, int nl, int R, int op) {
-  const shape_t *s = &SHAPES[0];
+/* Fault runs of one world size: FAULT_SHAPE[j] for runs 1 + j NUM_OPS ..
+ * (j + 1) NUM_OPS, one operator each: a group per source / owner (m =
+ * 100), and the decode forms (m = 20: the all-gather's one group and the
+ * one-tile mode up to 6 ranks, the decode tile). */
+static const int FAULT_SHAPE[] = {0, 2};
+#define FAULT_RUNS (NUM_OPS * (int)(sizeof FAULT_SHAPE / sizeof FAULT_SHAPE[0]))
+
+/* Fault run f (0 .. FAULT_RUNS - 1): the last rank never calls operator
+ * f % NUM_OPS; the others must time out naming it. */
+static int run_fault_case(rank_ctx *cs, int nl, int R, int f) {
+  const int op = f % NUM_OPS;
+  const shape_t *s = &SHAPES[FAULT_SHAPE[f / NUM_OPS]];
   float *tmp = malloc(MAX_ELEMS_A * sizeof(float));
   void *packed = malloc(MAX_ELEMS_A * sizeof(float));
   int rc = 0;
@@ -526,8 +536,8 @@ static int run_fault_case(rank_ctx *cs, int nl, int R, int op) {
     snprintf(want, sizeof want, "peer %d", R - 1);
     /* the first rank to time out stops the others: they report its fault */
     CHECK((ae == LOOM_TIMEOUT || ae == LOOM_PEER_ERROR) && strstr(loom_last_error(), want) != NULL,
-          "fault (%s): rank %d: async error %s (%s), want LOOM_TIMEOUT (or LOOM_PEER_ERROR) naming %s",
-          OP_NAME[op], cs[i].rank,
+          "fault (%s, m = %d): rank %d: async error %s (%s), want LOOM_TIMEOUT (or LOOM_PEER_ERROR) naming %s",
+          OP_NAME[op], s->m, cs[i].rank,
           loom_result_string(ae), loom_last_error(), want);
     CHECK(dt < FAULT_TIMEOUT_MS / 1e3 + 2.0, "fault: rank %d took %.1f s", cs[i].rank, dt);
   }
@@ -619,14 +629,17 @@ int main(int argc, char **argv) {
       CHECK_SKIP("%d GPUs needed, %d visible", R, ngpu);
       continue;
     }
-    for (int fault = 0; fault <= (R > 1 ? NUM_OPS : 0); fault++) { /* 0: cases; 1 + op: op's fault */
+    for (int fault = 0; fault <= (R > 1 ? FAULT_RUNS : 0); fault++) { /* 0: cases; 1 + f: fault run f */
       const double t = now_s();
       if (g_mode == RANKS_MULTI)
         ranks_run(R, child_rank, &fault, fault ? "fault" : "cases");
       else
         single_process(R, fault);
-      printf("  R=%d %s%s done in %.1f s (%d failed so far)\n", R, fault ? "fault of " : "cases",
-             fault ? OP_NAME[fault - 1] : "", now_s() - t, check_failed_);
+      if (fault)
+        printf("  R=%d fault of %s (m = %d) done in %.1f s (%d failed so far)\n", R, OP_NAME[(fault - 1) % NUM_OPS],
+               SHAPES[FAULT_SHAPE[(fault - 1) / NUM_OPS]].m, now_s() - t, check_failed_);
+      else
+        printf("  R=%d cases done in %.1f s (%d failed so far)\n", R, now_s() - t, check_failed_);
       fflush(stdout);
     }
   }
