@@ -47,8 +47,8 @@
 
 /* Column chunks of the task order: at most RS_MAX_CHUNKS (each chunk reads
  * the A rows once more), and fewer while one chunk of every owner (a phase)
- * would not fill the grid once. LOOM_RS_CHUNKS=n forces n (tests cover 1
- * and several; diagnostics). */
+ * would not fill the grid once, unless B is too large to stay in L2 (rs_n_chunk).
+ * LOOM_RS_CHUNKS=n forces n (tests cover 1 and several; diagnostics). */
 #define RS_MAX_CHUNKS 4
 
 /* The one-tile mode (session 22): when all m rows fit one task's 128 rows
@@ -539,10 +539,18 @@ static int rs_slices(int64_t tiles, int sms, int rows) {
 }
 
 /* Column chunks (see RS_MAX_CHUNKS) for n_tiles n-blocks and mt_all
- * m-blocks over the owners: n-blocks per chunk. */
-static int rs_n_chunk(int n_tiles, int mt_all, int sms) {
+ * m-blocks over `groups` owner groups: n-blocks per chunk. B (b_bytes)
+ * larger than half the L2 (l2_bytes) keeps every chunk where there are
+ * several groups: in one chunk, each owner's tasks streamed all of B in
+ * turn from HBM; in RS_MAX_CHUNKS, every owner's tasks of a chunk run
+ * side by side and share its part of B in L2. 4x H100, Llama-70B-class,
+ * 1 / 4 chunks (LOOM_RS_CHUNKS; bench/RESULTS.md session 23 (h)): 256
+ * tokens reduce-scatter 135.9 / 114.2 us, all-reduce 154.6 / 137.2; 512
+ * tokens 146.1 / 132.6 and 173.2 / 168.2. */
+static int rs_n_chunk(int n_tiles, int mt_all, int groups, size_t b_bytes, size_t l2_bytes, int sms) {
   int chunks = n_tiles < RS_MAX_CHUNKS ? n_tiles : RS_MAX_CHUNKS;
-  while (chunks > 1 && (int64_t)mt_all * ((n_tiles + chunks - 1) / chunks) < sms) chunks--;
+  const int keep = groups > 1 && b_bytes > l2_bytes / 2;
+  while (!keep && chunks > 1 && (int64_t)mt_all * ((n_tiles + chunks - 1) / chunks) < sms) chunks--;
   const char *force = getenv("LOOM_RS_CHUNKS");
   if (force && atoi(force) >= 1) chunks = atoi(force) < n_tiles ? atoi(force) : n_tiles;
   return (n_tiles + chunks - 1) / chunks;
@@ -631,7 +639,11 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     kp.fin_peer[d] = (char *)a->peer_base[(r + d) % R] + c->data_offset +
                      (size_t)loom_ar_fin_part(r, (r + d) % R, R) * stride;
   kp.hp.total_tiles = kp.hp.total_tasks = tile_begin;
-  kp.hp.n_chunk = rs_n_chunk(n_tiles, tile_begin / n_tiles, c->sms);
+  int l2 = 0, dev = 0;
+  if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+      (e = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev)) != cudaSuccess)
+    return e;
+  kp.hp.n_chunk = rs_n_chunk(n_tiles, tile_begin / n_tiles, groups, (size_t)a->n * a->k * es, (size_t)l2, c->sms);
   kp.one_tile = one;
   kp.c = *c;
   kp.out = (char *)a->c;
