@@ -133,6 +133,7 @@ static loom_coll_args launch_args(loom_comm_t comm, const loom_gemm_args_t *a) {
   la.peer_base = comm->peer_base;
   la.error = &comm->ctrl->op_error;
   la.stamps = comm->op_stamps;
+  la.l2_bytes = (size_t)comm->l2_bytes;
   return la;
 }
 

@@ -357,6 +357,39 @@ fail:
   return res;
 }
 
+/* A multi-rank communicator's window (c->layout's bytes, zeroed by a
+ * cudaMemset the caller synchronises before registering it) from NCCL,
+ * after checking that every rank is load/store reachable (NCCL's device
+ * communicator). On failure what was allocated stays in c for
+ * comm_release. */
+static loom_result_t comm_alloc_nccl_window(struct loom_comm *c) {
+  loom_result_t res = LOOM_SUCCESS;
+  int lsa_size = 0;
+  NCCL_CHECK(loom_devcomm_create(c->nccl, &c->devcomm, &lsa_size));
+  if (lsa_size != c->nranks)
+    return loom_set_error(LOOM_UNSUPPORTED,
+                          "loom_comm_create: only %d of %d ranks are load/store reachable; "
+                          "loom needs one NVLink domain (network peers are not supported yet)",
+                          lsa_size, c->nranks);
+  /* A window that does not fit is LOOM_OUT_OF_MEMORY naming the bytes,
+   * not an NCCL error from deep inside. */
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  const int fits = c->layout.total_bytes <= free_b;
+  const ncclResult_t n = fits ? ncclMemAlloc(&c->window_base, c->layout.total_bytes) : ncclSuccess;
+  if (!fits || n != ncclSuccess)
+    return loom_set_error(LOOM_OUT_OF_MEMORY,
+                          "loom_comm_create: cannot allocate the symmetric window on device %d: "
+                          "%zu bytes (workspace_bytes %zu + signal flags %zu + abort record "
+                          "%zu) with %zu of %zu bytes free (%s)",
+                          c->device, c->layout.total_bytes, c->layout.data_bytes,
+                          c->layout.flags_bytes, c->layout.flags_offset, free_b, total_b,
+                          fits ? ncclGetErrorString(n) : "more than is free");
+  CUDA_CHECK(cudaMemset(c->window_base, 0, c->layout.total_bytes));
+fail:
+  return res;
+}
+
 static loom_result_t comm_create(ncclComm_t nccl, const loom_resolved_config *cfg,
                                  int owns_nccl, loom_comm_t *out) {
   loom_result_t res = LOOM_SUCCESS;
@@ -380,64 +413,29 @@ static loom_result_t comm_create(ncclComm_t nccl, const loom_resolved_config *cf
   }
   c->device = cur_dev;
   CUDA_CHECK(cudaDeviceGetAttribute(&c->sms, cudaDevAttrMultiProcessorCount, cur_dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&c->l2_bytes, cudaDevAttrL2CacheSize, cur_dev));
   LOOM_CHECK(check_config_agreement(c));
+  c->layout = loom_window_layout_make(c->nranks, cfg->signal_slots, cfg->workspace_bytes);
   if (c->nranks == 1) {
     /* One rank reaches no peer: its window is plain device memory, the
-     * loopback world's of one rank, with no NCCL window or device
+     * loopback world's of one rank (zeroed), with no NCCL window or device
      * communicator (NCCL 2.28 on the 2026-11-26 device image refused both
      * to a one-rank communicator: "Communicator does not support symmetric
      * memory"). The NCCL communicator stays the caller's, or ours to
      * destroy (owns_nccl). */
-    c->layout = loom_window_layout_make(1, cfg->signal_slots, cfg->workspace_bytes);
     LOOM_CHECK(loom_loopback_create(1, c->layout.total_bytes, &c->loopback));
     c->window_base = loom_loopback_base(c->loopback, 0);
     c->window = loom_loopback_window(c->loopback, 0);
-    if ((res = comm_alloc_control(c)) != LOOM_SUCCESS) goto fail;
-    if ((res = comm_query_peer_bases(c)) != LOOM_SUCCESS) goto fail;
-    CUDA_CHECK(cudaDeviceSynchronize());
-    c->owns_nccl = owns_nccl;
-    c->magic = LOOM_COMM_MAGIC;
-    *out = c;
-    return LOOM_SUCCESS;
-  }
-
-  int lsa_size = 0;
-  NCCL_CHECK(loom_devcomm_create(nccl, &c->devcomm, &lsa_size));
-  if (lsa_size != c->nranks) {
-    res = loom_set_error(LOOM_UNSUPPORTED,
-                         "loom_comm_create: only %d of %d ranks are load/store reachable; "
-                         "loom needs one NVLink domain (network peers are not supported yet)",
-                         lsa_size, c->nranks);
+  } else if ((res = comm_alloc_nccl_window(c)) != LOOM_SUCCESS) {
     goto fail;
   }
-
-  /* Window zeroed and the zeroing finished before the collective
-   * registration, so no peer can signal into stale memory. */
-  c->layout = loom_window_layout_make(c->nranks, cfg->signal_slots, cfg->workspace_bytes);
-  {
-    /* A window that does not fit is LOOM_OUT_OF_MEMORY naming the bytes,
-     * not an NCCL error from deep inside. */
-    size_t free_b = 0, total_b = 0;
-    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-    const int fits = c->layout.total_bytes <= free_b;
-    const ncclResult_t n = fits ? ncclMemAlloc(&c->window_base, c->layout.total_bytes)
-                                : ncclSuccess;
-    if (!fits || n != ncclSuccess) {
-      res = loom_set_error(LOOM_OUT_OF_MEMORY,
-                           "loom_comm_create: cannot allocate the symmetric window on device %d: "
-                           "%zu bytes (workspace_bytes %zu + signal flags %zu + abort record "
-                           "%zu) with %zu of %zu bytes free (%s)",
-                           c->device, c->layout.total_bytes, c->layout.data_bytes,
-                           c->layout.flags_bytes, c->layout.flags_offset, free_b, total_b,
-                           fits ? ncclGetErrorString(n) : "more than is free");
-      goto fail;
-    }
-  }
-  CUDA_CHECK(cudaMemset(c->window_base, 0, c->layout.total_bytes));
   if ((res = comm_alloc_control(c)) != LOOM_SUCCESS) goto fail;
   CUDA_CHECK(cudaDeviceSynchronize());
-  NCCL_CHECK(ncclCommWindowRegister(nccl, c->window_base, c->layout.total_bytes, &c->window,
-                                    NCCL_WIN_COLL_SYMMETRIC));
+  /* the window zeroed and the zeroing finished before the collective
+   * registration, so no peer can signal into stale memory */
+  if (c->nranks > 1)
+    NCCL_CHECK(ncclCommWindowRegister(nccl, c->window_base, c->layout.total_bytes, &c->window,
+                                      NCCL_WIN_COLL_SYMMETRIC));
   if ((res = comm_query_peer_bases(c)) != LOOM_SUCCESS) goto fail;
   c->owns_nccl = owns_nccl;
   c->magic = LOOM_COMM_MAGIC;
@@ -602,10 +600,11 @@ loom_result_t loom_comm_create_loopback(int nranks, const loom_comm_config_t *co
   loom_resolved_config cfg;
   loom_result_t res = loom_resolve_comm_config(fn, config, &cfg);
   if (res != LOOM_SUCCESS) return res;
-  int dev = 0, sms = 0;
+  int dev = 0, sms = 0, l2 = 0;
   loom_loopback *lb = NULL;
   CUDA_CHECK(cudaGetDevice(&dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
   LOOM_ARG(sms / nranks >= 1, fn, "nranks (%d) exceeds the device's %d SMs", nranks, sms);
   const loom_window_layout layout =
       loom_window_layout_make(nranks, cfg.signal_slots, cfg.workspace_bytes);
@@ -622,6 +621,7 @@ loom_result_t loom_comm_create_loopback(int nranks, const loom_comm_config_t *co
     c->nranks = nranks;
     c->device = dev;
     c->sms = sms / nranks;
+    c->l2_bytes = l2; /* the device's: shared by the world's ranks */
     c->config = cfg;
     c->layout = layout;
     c->window_base = loom_loopback_base(lb, r);

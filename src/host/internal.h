@@ -52,6 +52,7 @@ struct loom_comm {
   ncclComm_t nccl;           /* NULL in a loopback world */
   loom_loopback *loopback;   /* non-NULL: a loopback world's rank */
   int sms;                   /* SMs its persistent kernels fill */
+  int l2_bytes;              /* the device's L2 cache (the operators' task-order choices) */
   int owns_nccl;             /* made by loom_comm_create_all */
   int rank, nranks, device;
   loom_resolved_config config;

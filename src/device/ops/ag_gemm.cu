@@ -17,7 +17,7 @@
  * rows, spread over every block, so all SMs push to one peer at a time; the
  * piece that completes a row block (counted on this GPU) signals it.
  *
- * The one-group mode (session 23; AG_ONE_GROUP_ROWS): when all R m rows
+ * The one-group mode (session 23; coll_one_group): when all R m rows
  * fit one task (decode), a group per source streamed the whole of B once
  * per source. Then the window parts are packed (part s at s m k bytes, one
  * 2D tensor of R m rows), this rank's own rows are pushed into its own part
@@ -329,20 +329,12 @@ __global__ void __launch_bounds__(CFG::threads, 1) ag_gemm_kernel(const __grid_c
 
 /* ---- host ------------------------------------------------------------------ */
 
-/* The one-group mode (file comment): when all R m rows fit one task. The
- * same on every rank (same shapes). LOOM_AG_ONE_GROUP=0 turns it off
- * (tests, diagnostics). */
-#define AG_ONE_GROUP_ROWS 128
-static int ag_one_group(int64_t m, int R) {
-  const char *force = getenv("LOOM_AG_ONE_GROUP");
-  if (force && !strcmp(force, "0")) return 0;
-  return R > 1 && (int64_t)R * m <= AG_ONE_GROUP_ROWS;
-}
-
-/* The engine groups of that call (the launch's tile is chosen on them):
- * one of all R m rows, or one per source of m; *rows the rows of each. */
+/* The engine groups of a call (the launch's tile is chosen on them): one
+ * of all R m rows in the one-group mode (file comment; coll_one_group,
+ * LOOM_AG_ONE_GROUP=0 turns it off), or one per source of m; *rows the
+ * rows of each. */
 static int ag_groups(int64_t m, int R, int *rows) {
-  const int one = ag_one_group(m, R);
+  const int one = coll_one_group((int64_t)R * m, R, "LOOM_AG_ONE_GROUP");
   *rows = (int)(one ? R * m : m);
   return one ? 1 : R;
 }
@@ -364,18 +356,15 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   const int one = g_count == 1 && R > 1, tiles = kp.hp.total_tiles / g_count;
   /* the one-group mode packs the parts: one tensor of R m rows */
   const size_t stride = one ? (size_t)a->m * a->k * es : loom_ag_stride(a->m, a->k, es);
+  /* every group's B is the same map: encode it once */
+  if ((e = hop_make_map(&kp.maps[1], CFG::dtype, a->b, a->n, a->k, a->k, CFG::BK, CFG::b_box_rows)) != cudaSuccess)
+    return e;
   for (int g = 0; g < R && !one; g++) {
     const int s = (r + g) % R;
     const void *src = g == 0 ? a->a : (const void *)(a->data_local + (size_t)s * stride);
     if ((e = hop_make_map(&kp.maps[2 * g], CFG::dtype, src, a->m, a->k, a->k, CFG::BK, CFG::BM)) != cudaSuccess)
       return e;
-    if (g == 0) { /* every group's B is the same map: encode it once */
-      if ((e = hop_make_map(&kp.maps[1], CFG::dtype, a->b, a->n, a->k, a->k, CFG::BK, CFG::b_box_rows)) !=
-          cudaSuccess)
-        return e;
-    } else {
-      kp.maps[2 * g + 1] = kp.maps[1];
-    }
+    kp.maps[2 * g + 1] = kp.maps[1];
     hop_group *hg = &kp.groups[g];
     hg->rows = a->m;
     hg->tile_begin = g * tiles;
@@ -386,9 +375,7 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   }
   if (one) { /* one group: all R m rows from the packed parts, every source's flag 0 */
     if ((e = hop_make_map(&kp.maps[0], CFG::dtype, a->data_local, R * a->m, a->k, a->k, CFG::BK, CFG::BM)) !=
-            cudaSuccess ||
-        (e = hop_make_map(&kp.maps[1], CFG::dtype, a->b, a->n, a->k, a->k, CFG::BK, CFG::b_box_rows)) !=
-            cudaSuccess)
+        cudaSuccess)
       return e;
     hop_group *hg = &kp.groups[0];
     hg->rows = R * a->m;

@@ -46,6 +46,19 @@ static inline int coll_narrow_tile(int64_t tasks_wide, int sms) {
   return narrow;
 }
 
+/* Whether a call of R ranks whose groups hold `all_rows` rows in all runs
+ * them as one group (the reduce-scatter's one-tile mode, the all-gather's
+ * one-group mode): when they fit one task's COLL_ONE_GROUP_ROWS rows, so
+ * that B is read once, not once per group. The same on every rank (same
+ * shapes). The environment variable `off`=0 turns it off (tests,
+ * diagnostics). */
+#define COLL_ONE_GROUP_ROWS 128
+static inline int coll_one_group(int64_t all_rows, int R, const char *off) {
+  const char *force = getenv(off);
+  if (force && !strcmp(force, "0")) return 0;
+  return R > 1 && all_rows <= COLL_ONE_GROUP_ROWS;
+}
+
 /* Whether groups of `rows` rows take the decode tile (an operator that
  * offers it). LOOM_AG_TILE=wide|narrow forces those instead (tests cover
  * every tile; diagnostics). The same on every rank (same shapes). */

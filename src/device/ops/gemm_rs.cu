@@ -60,7 +60,7 @@
  * each row to its owner's window through a row table (hop_group.row_ptr, an
  * offset into this kernel parameter), and each task signals every owner of
  * a row. LOOM_RS_ONE_TILE=0 turns it off (tests, diagnostics). */
-#define RS_ONE_TILE_ROWS 128
+#define RS_ONE_TILE_ROWS COLL_ONE_GROUP_ROWS
 
 struct rs_kparams {
   hop_params hp;                           /* group_maps, groups: offsets to maps, groups */
@@ -556,19 +556,12 @@ static int rs_n_chunk(int n_tiles, int mt_all, int groups, size_t b_bytes, size_
   return (n_tiles + chunks - 1) / chunks;
 }
 
-/* Whether a call of m rows on R ranks takes the one-tile mode
- * (RS_ONE_TILE_ROWS): the same on every rank (same shapes). */
-static int rs_one_tile(int64_t m, int R) {
-  const char *force = getenv("LOOM_RS_ONE_TILE");
-  if (force && !strcmp(force, "0")) return 0;
-  return R > 1 && m <= RS_ONE_TILE_ROWS;
-}
-
-/* The engine groups of that call (the launch's tile is chosen on them):
- * one of all m rows in the one-tile mode, else one per owner of up to
+/* The engine groups of a call of m rows on R ranks (the launch's tile is
+ * chosen on them): one of all m rows in the one-tile mode (coll_one_group,
+ * LOOM_RS_ONE_TILE=0 turns it off), else one per owner of up to
  * ceil(m / R) rows (the reduce-scatter's m / R); *rows the rows of each. */
 static int rs_groups(int64_t m, int R, int *rows) {
-  const int one = rs_one_tile(m, R);
+  const int one = coll_one_group(m, R, "LOOM_RS_ONE_TILE");
   *rows = (int)(one ? m : (m + R - 1) / R);
   return one ? 1 : R;
 }
@@ -639,11 +632,7 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     kp.fin_peer[d] = (char *)a->peer_base[(r + d) % R] + c->data_offset +
                      (size_t)loom_ar_fin_part(r, (r + d) % R, R) * stride;
   kp.hp.total_tiles = kp.hp.total_tasks = tile_begin;
-  int l2 = 0, dev = 0;
-  if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
-      (e = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev)) != cudaSuccess)
-    return e;
-  kp.hp.n_chunk = rs_n_chunk(n_tiles, tile_begin / n_tiles, groups, (size_t)a->n * a->k * es, (size_t)l2, c->sms);
+  kp.hp.n_chunk = rs_n_chunk(n_tiles, tile_begin / n_tiles, groups, (size_t)a->n * a->k * es, a->l2_bytes, c->sms);
   kp.one_tile = one;
   kp.c = *c;
   kp.out = (char *)a->c;

@@ -103,6 +103,7 @@ typedef struct {
                              (this GPU's addresses) */
   uint32_t *error;        /* the engine's error word (loom_ctrl.op_error) */
   uint64_t *stamps;       /* [blocks][LOOM_COLL_STAMPS] (above) */
+  size_t l2_bytes;        /* the device's L2 cache (the reduce-scatter's column chunks) */
 } loom_coll_args;
 
 /* Launch the all-gather GEMM kernel: every SM of the communicator (a
