@@ -20,9 +20,12 @@
  * wide: 128 x 128 ping-pong, 128 x 256 cooperative) and, for
  * the reduce-scatter and all-reduce, the column chunks of the task order
  * (LOOM_RS_CHUNKS = 1 or 3; the automatic choice is 1 for shapes this
- * small), the one-tile mode for m <= 128 (LOOM_RS_ONE_TILE unset or 0:
- * one group over all rows, or a group per owner; the all-gather's
- * one-group mode for R m <= 128 with it, LOOM_AG_ONE_GROUP) and the side role's
+ * small), the one-tile mode (LOOM_RS_ONE_TILE = 1 or 0: one group over
+ * all rows, for m <= 128 or up to 256 rows where no owner's rows straddle
+ * a 128-row block, which outside the tests only a B larger than half the
+ * L2 takes, or a group per owner; the all-gather's one-group mode with it,
+ * LOOM_AG_ONE_GROUP: R m <= 128, or m < 128 dividing 128 and R m whole
+ * blocks) and the side role's
  * slices per tile (LOOM_RS_SLICES = 1, or the
  * automatic choice: up to 8 here). All-reduce: every rank's C must also
  * be the same bits (checked where one process holds every rank).
@@ -74,9 +77,13 @@ typedef struct {
 } shape_t;
 enum { OP_AG, OP_RS, OP_AR, NUM_OPS };
 static const char *const OP_NAME[NUM_OPS] = {"all-gather", "reduce-scatter", "all-reduce"};
-/* the last one only on up to 2 ranks (its CPU reference is the long one) */
-static const shape_t SHAPES[] = {{100, 136, 200}, {1, 8, 8},           {20, 200, 1032},
-                                 {128, 256, 64},  {257, 264, 1032}, {600, 520, 2056}};
+/* the last one only on up to 2 ranks (its CPU reference is the long one).
+ * {64, ..} and {256, ..}: one group over several 128-row blocks (the
+ * all-gather's R m = 256, 512 rows at R = 4, 8; the reduce-scatter's 256
+ * rows at R = 4, and at R = 2 with {128, ..}; the all-reduce's 256 rows at
+ * R = 2, 4, 8) */
+static const shape_t SHAPES[] = {{100, 136, 200}, {1, 8, 8},         {20, 200, 1032}, {128, 256, 64},
+                                 {257, 264, 1032}, {64, 392, 136}, {256, 136, 72},  {600, 520, 2056}};
 #define NSHAPES ((int)(sizeof SHAPES / sizeof SHAPES[0]))
 static const loom_dtype_t DTYPES[] = {LOOM_BF16, LOOM_FP16, LOOM_FP32};
 static const int ACTS[] = {LOOM_UNSET, LOOM_ACT_RELU, LOOM_ACT_GELU, LOOM_ACT_SILU};
@@ -379,16 +386,12 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
       else
         unsetenv("LOOM_AG_TILE");
       setenv("LOOM_RS_CHUNKS", id / 2 % 2 ? "3" : "1", 1);
-      /* rows that fit one task: one group (the reduce-scatter's and
-       * all-reduce's one-tile mode, the all-gather's one-group mode), or a
-       * group per owner / source */
-      if (id / 8 % 2) {
-        setenv("LOOM_RS_ONE_TILE", "0", 1);
-        setenv("LOOM_AG_ONE_GROUP", "0", 1);
-      } else {
-        unsetenv("LOOM_RS_ONE_TILE");
-        unsetenv("LOOM_AG_ONE_GROUP");
-      }
+      /* one group (the reduce-scatter's and all-reduce's one-tile mode,
+       * the all-gather's one-group mode) wherever the rows allow it (=1:
+       * above 128 rows too, which B this small would not take), or a group
+       * per owner / source */
+      setenv("LOOM_RS_ONE_TILE", id / 8 % 2 ? "0" : "1", 1);
+      setenv("LOOM_AG_ONE_GROUP", id / 8 % 2 ? "0" : "1", 1);
       if (id / 4 % 2) /* one side-role item per tile, or the automatic slices (up to 8 here) */
         setenv("LOOM_RS_SLICES", "1", 1);
       else

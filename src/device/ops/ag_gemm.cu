@@ -17,13 +17,17 @@
  * rows, spread over every block, so all SMs push to one peer at a time; the
  * piece that completes a row block (counted on this GPU) signals it.
  *
- * The one-group mode (session 23; coll_one_group): when all R m rows
- * fit one task (decode), a group per source streamed the whole of B once
- * per source. Then the window parts are packed (part s at s m k bytes, one
- * 2D tensor of R m rows), this rank's own rows are pushed into its own part
- * too (the side role's first destination), and one group over all R m rows
- * reads B once; its task waits for every source's flag (the engine's
- * readiness over R counters).
+ * The one-group mode (sessions 23-24; coll_one_group): with a group per
+ * source of at most one row block, each source's group streamed the whole
+ * of B. When all R m rows fit one task, or, with B larger than half the
+ * L2, when m divides the 128-row block and is smaller (and the R m rows
+ * fill whole blocks), the window parts are packed (part s
+ * at s m k bytes, one 2D tensor of R m rows), this rank's own rows are
+ * pushed into its own part too (the side role's first destination), and one
+ * group over all R m rows (C's rows, in source order) reads B once. A task
+ * of m-block i waits for flag 0 of each source whose rows it holds (the
+ * engine's readiness over several counters: all R in one block, else the
+ * 128 / m sources from i 128 / m on).
  *
  * Parameters travel in the kernel parameter (__grid_constant__): the group
  * table and its tensor maps there need no device memory, no copy before the
@@ -331,10 +335,20 @@ __global__ void __launch_bounds__(CFG::threads, 1) ag_gemm_kernel(const __grid_c
 
 /* The engine groups of a call (the launch's tile is chosen on them): one
  * of all R m rows in the one-group mode (file comment; coll_one_group,
- * LOOM_AG_ONE_GROUP=0 turns it off), or one per source of m; *rows the
+ * LOOM_AG_ONE_GROUP=0 turns it off, =1 on where the rows allow), or one
+ * per source of m; *rows the
  * rows of each. */
-static int ag_groups(int64_t m, int R, int *rows) {
-  const int one = coll_one_group((int64_t)R * m, R, "LOOM_AG_ONE_GROUP");
+static int ag_groups(const loom_coll_args *a, int R, int *rows) {
+  const int64_t m = a->m, all = (int64_t)R * m;
+  /* above one block: sources of fewer rows than a block (a group per source
+   * left its tiles part empty and read B once per source), every block of
+   * as many sources (one readiness count). Sources of a whole block each
+   * gained nothing from one group (the same tiles, B shared in L2 alike)
+   * and lost the wait for the own rows' copy into the window: 4x H100,
+   * 128 rows a source, 196.2 -> 203.7 us; 2x H100 180.7 -> 203.2
+   * (bench/RESULTS.md session 24). */
+  const int one = coll_one_group(all, R, all, coll_b_past_l2(a), "LOOM_AG_ONE_GROUP") &&
+                  (all <= COLL_ONE_GROUP_ROWS || (m < COLL_ONE_GROUP_ROWS && all % COLL_ONE_GROUP_ROWS == 0));
   *rows = (int)(one ? R * m : m);
   return one ? 1 : R;
 }
@@ -347,7 +361,7 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   memset(&kp, 0, sizeof kp);
   const size_t es = CFG::esize;
   int g_rows = 0;
-  const int g_count = ag_groups(a->m, R, &g_rows);
+  const int g_count = ag_groups(a, R, &g_rows);
   cudaError_t e = coll_params<CFG>(&kp.hp, ACT, g_count, g_rows, a->n, a->k, a->n, c->sms, a->error, c->timeout_ns,
                                    offsetof(ag_kparams, groups) - offsetof(ag_kparams, hp),
                                    offsetof(ag_kparams, maps) - offsetof(ag_kparams, hp),
@@ -374,6 +388,7 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     hg->ready_stride = 2;  /* one 8-byte flag per row block: its low word */
   }
   if (one) { /* one group: all R m rows from the packed parts, every source's flag 0 */
+    if (R * a->m > CFG::TM && CFG::TM % a->m) return cudaErrorInvalidValue; /* ag_groups' promise */
     if ((e = hop_make_map(&kp.maps[0], CFG::dtype, a->data_local, R * a->m, a->k, a->k, CFG::BK, CFG::BM)) !=
         cudaSuccess)
       return e;
@@ -381,11 +396,13 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     hg->rows = R * a->m;
     hg->tile_begin = 0;
     hg->c = a->c; /* rows in source order: C's */
-    hg->ready = (const uint32_t *)a->flags_local; /* flags[s][0], s = 0 .. R - 1 */
+    /* m-block i: flags[s][0] of its sources s = i per .. i per + per - 1 (one block: all R) */
+    const int per = R * a->m <= CFG::TM ? R : CFG::TM / (int)a->m;
+    hg->ready = (const uint32_t *)a->flags_local;
     hg->ready_target = 0;
-    hg->ready_stride = 0;
-    hg->ready_n = R;
-    hg->ready_n_stride = 2 * c->slots;
+    hg->ready_stride = R * a->m <= CFG::TM ? 0 : per * 2 * c->slots;
+    hg->ready_n = per;
+    hg->ready_n_stride = 2 * c->slots; /* 8-byte flags, slots a source */
   }
   kp.c = *c;
   kp.a = (const char *)a->a;
@@ -399,6 +416,9 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   while (pr_rows > 1 && (a->m + pr_rows - 1) / pr_rows < c->sms &&
          (size_t)(pr_rows / 2) * kp.row_bytes >= AG_MIN_PIECE_BYTES)
     pr_rows /= 2;
+  const char *force = getenv("LOOM_AG_PIECE_ROWS"); /* diagnostics: a power of two <= LOOM_AG_BLOCK_ROWS */
+  if (force && atoi(force) >= 1)
+    for (pr_rows = 1; pr_rows * 2 <= atoi(force) && pr_rows * 2 <= LOOM_AG_BLOCK_ROWS;) pr_rows *= 2;
   kp.piece_rows = pr_rows;
   kp.pieces = (a->m + pr_rows - 1) / pr_rows;
   kp.one_group = one;
@@ -417,6 +437,6 @@ template <class CFG, int ACT, int OUT> struct ag_launcher {
 extern "C" cudaError_t loom_launch_ag_gemm(const loom_dev_comm *c, const loom_coll_args *a,
                                            cudaStream_t stream) {
   int rows = 0;
-  const int groups = ag_groups(a->m, c->nranks, &rows);
+  const int groups = ag_groups(a, c->nranks, &rows);
   return coll_dispatch<ag_launcher, true>(c, a, a->dtype, a->act, groups, rows, a->n, stream);
 }

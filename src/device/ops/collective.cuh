@@ -46,17 +46,45 @@ static inline int coll_narrow_tile(int64_t tasks_wide, int sms) {
   return narrow;
 }
 
-/* Whether a call of R ranks whose groups hold `all_rows` rows in all runs
- * them as one group (the reduce-scatter's one-tile mode, the all-gather's
- * one-group mode): when they fit one task's COLL_ONE_GROUP_ROWS rows, so
- * that B is read once, not once per group. The same on every rank (same
- * shapes). The environment variable `off`=0 turns it off (tests,
+/* Whether B [n x k] of a call is larger than half the L2: then a group per
+ * owner or source that streams it reads it from HBM once per group, where
+ * a smaller B would be read again from L2. */
+static inline int coll_b_past_l2(const loom_coll_args *a) {
+  const size_t es = a->dtype == LOOM_FP32 ? 4 : 2;
+  return (size_t)a->n * a->k * es > a->l2_bytes / 2;
+}
+
+/* Whether a call of R ranks runs its R groups (the parts of all_rows rows:
+ * a source's rows in the all-gather, an owner's in the reduce-scatter and
+ * all-reduce, part o = [loom_ar_row0, + loom_ar_rows) of all_rows) as one
+ * group, so that B is read once, not once per group (the reduce-scatter's
+ * one-tile mode, the all-gather's one-group mode):
+ *   - when all rows fit one task's COLL_ONE_GROUP_ROWS (decode, session 23);
+ *   - up to max_rows, when B is larger than half the L2 (b_past_l2) and no
+ *     part straddles a COLL_ONE_GROUP_ROWS-row block: each task's rows are
+ *     then whole parts, and each part's rows lie in one task row, so a
+ *     readiness flag or a signal stays one per part and row block. 4x H100,
+ *     Llama-70B-class, 256 tokens (bench/RESULTS.md session 24):
+ *     reduce-scatter 113.8 -> 87.0 us, all-reduce 136.9 -> 110.3,
+ *     all-gather 186.9 -> 126.7. Where B is small, its re-reads hit L2 and
+ *     one group only made the tasks fewer and larger: the 256-row floor
+ *     (hidden 128) 23.7 -> 27.8 us reduce-scatter, 29.8 -> 34.3 all-reduce.
+ * The same on every rank (same shapes). The environment variable `off`=0
+ * turns it off, =1 takes the second form whatever B's size (tests,
  * diagnostics). */
 #define COLL_ONE_GROUP_ROWS 128
-static inline int coll_one_group(int64_t all_rows, int R, const char *off) {
+static_assert(COLL_ONE_GROUP_ROWS == LOOM_AG_BLOCK_ROWS, "a part in one task row block: one flag");
+static inline int coll_one_group(int64_t all_rows, int R, int64_t max_rows, int b_past_l2, const char *off) {
   const char *force = getenv(off);
   if (force && !strcmp(force, "0")) return 0;
-  return R > 1 && all_rows <= COLL_ONE_GROUP_ROWS;
+  if (R < 2 || all_rows > max_rows) return 0;
+  if (all_rows <= COLL_ONE_GROUP_ROWS) return 1;
+  if (!b_past_l2 && !(force && !strcmp(force, "1"))) return 0;
+  for (int o = 0; o < R; o++) {
+    const int64_t b = loom_ar_row0(all_rows, R, o), e = b + loom_ar_rows(all_rows, R, o);
+    if (e > b && b / COLL_ONE_GROUP_ROWS != (e - 1) / COLL_ONE_GROUP_ROWS) return 0;
+  }
+  return 1;
 }
 
 /* Whether groups of `rows` rows take the decode tile (an operator that

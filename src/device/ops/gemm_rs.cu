@@ -4,7 +4,7 @@
  * rows (reduce-scatter, Mo = M / R each) or all of them (all-reduce).
  *
  * The kernel is the tile engine (hop_gemm_run) with R host groups (one
- * when all m rows fit one task: the one-tile mode, RS_ONE_TILE_ROWS), one per
+ * in the one-tile mode, RS_ONE_TILE_ROWS), one per
  * owner o of output rows, in the order o = r+1, r+2, ..., r (own last),
  * interleaved by column chunks (hop_params.n_chunk): chunk 0 of every owner,
  * then chunk 1, ... So every owner's chunk j is complete on all ranks at
@@ -51,16 +51,20 @@
  * LOOM_RS_CHUNKS=n forces n (tests cover 1 and several; diagnostics). */
 #define RS_MAX_CHUNKS 4
 
-/* The one-tile mode (session 22): when all m rows fit one task's 128 rows
- * (decode: a few to 128 tokens), the R owner groups are one group. With a
- * group per owner, each owner's tasks streamed the whole of B for its m / R
- * rows: R times B's bytes from HBM, where B is what the GEMM costs at this
- * size (2x H100, Llama m = 128: GEMM phase 169 us against 100 for the same
- * per-GPU GEMM at one rank). One group reads B once; its epilogue stores
- * each row to its owner's window through a row table (hop_group.row_ptr, an
- * offset into this kernel parameter), and each task signals every owner of
- * a row. LOOM_RS_ONE_TILE=0 turns it off (tests, diagnostics). */
-#define RS_ONE_TILE_ROWS COLL_ONE_GROUP_ROWS
+/* The one-tile mode (sessions 22, 24; coll_one_group): when all m rows fit
+ * one task's 128 rows (decode: a few to 128 tokens), or up to
+ * RS_ONE_TILE_ROWS rows where B is larger than half the L2 and no owner's
+ * rows straddle a 128-row block, the R owner groups are one group. With a group per owner, each owner's
+ * tasks streamed the whole of B for its m / R rows: R times B's bytes from
+ * HBM, where B is what the GEMM costs at this size (2x H100, Llama m = 128:
+ * GEMM phase 169 us against 100 for the same per-GPU GEMM at one rank).
+ * One group reads B once; its epilogue stores each row to its owner's
+ * window through a row table (hop_group.row_ptr, an offset into this kernel
+ * parameter: RS_ONE_TILE_ROWS entries), and each task signals every owner
+ * of a row in its m-block (an owner's rows lie in one: its tile's flag
+ * has one writer per source). LOOM_RS_ONE_TILE=0 turns it off, =1 on (tests,
+ * diagnostics). */
+#define RS_ONE_TILE_ROWS (2 * COLL_ONE_GROUP_ROWS)
 
 struct rs_kparams {
   hop_params hp;                           /* group_maps, groups: offsets to maps, groups */
@@ -86,9 +90,6 @@ struct rs_kparams {
   uint64_t *stamps;   /* [blocks][LOOM_COLL_STAMPS] */
 };
 static_assert(sizeof(rs_kparams) <= 4096, "kernel parameter: 4 KB");
-static_assert(offsetof(rs_kparams, one.row_dst) + sizeof(((rs_kparams *)0)->one.row_dst) <=
-                  offsetof(rs_kparams, maps) + sizeof(((rs_kparams *)0)->maps),
-              "the row table lives in the maps the one-tile mode does not use");
 static_assert(hop_pp<HOP_BF16>::BM == LOOM_RS_MIN_TILE && hop_pp<HOP_BF16>::BN == LOOM_RS_MIN_TILE &&
                   hop_large_w1<HOP_BF16>::BM >= LOOM_RS_MIN_TILE && hop_large_w1<HOP_BF16>::BN >= LOOM_RS_MIN_TILE,
               "loom_rs_slots counts the smallest tile's flags");
@@ -161,6 +162,12 @@ template <> struct rs_vec<__half> : rs_vec16<__half> {};
 /* Owner o's rows (reduce-scatter: m % R == 0, so the same for every o). */
 static __device__ __forceinline__ int rs_rows(const rs_kparams &p, int o) {
   return (int)loom_ar_rows(p.m, p.c.nranks, o);
+}
+
+/* Whether owner o has a row in the bm rows from r0 (the one-tile mode). */
+static __device__ __forceinline__ int rs_owns(const rs_kparams &p, int o, int r0) {
+  const int b = (int)loom_ar_row0(p.m, p.c.nranks, o), e = b + rs_rows(p, o);
+  return e > b && b < r0 + p.bm && e > r0;
 }
 
 /* Work item `item` of the side role: chunk-major as the engine's task order
@@ -269,13 +276,14 @@ struct rs_side {
    * in a row on every tile's signal. */
   __device__ __forceinline__ void done(const hop_task &t) const {
     const loom_dev_comm &c = P->c;
-    if (P->one_tile) { /* every owner of a row: the tags, one fence, the flags (owner tile 0, t.n_blk) */
+    if (P->one_tile) { /* every owner of a row of the task: the tags, one fence, the flags (owner tile 0, t.n_blk) */
+      const int r0 = t.m_blk * P->bm;
       for (int o = 0; o < c.nranks; o++)
-        if (rs_rows(*P, o) > 0)
+        if (rs_owns(*P, o, r0))
           ptx_st_relaxed_sys_u64(loom_flag_ptr(c, o, c.rank, loom_tag_slot(c)), loom_call_tag(epoch, c.op));
       __threadfence_system();
       for (int o = 0; o < c.nranks; o++)
-        if (rs_rows(*P, o) > 0) loom_signal_fenced(c, o, t.n_blk, epoch);
+        if (rs_owns(*P, o, r0)) loom_signal_fenced(c, o, t.n_blk, epoch);
       return;
     }
     const int o = (c.rank + 1 + t.group) % c.nranks;
@@ -539,17 +547,17 @@ static int rs_slices(int64_t tiles, int sms, int rows) {
 }
 
 /* Column chunks (see RS_MAX_CHUNKS) for n_tiles n-blocks and mt_all
- * m-blocks over `groups` owner groups: n-blocks per chunk. B (b_bytes)
- * larger than half the L2 (l2_bytes) keeps every chunk where there are
+ * m-blocks over `groups` owner groups: n-blocks per chunk. B larger than
+ * half the L2 (b_past_l2, coll_b_past_l2) keeps every chunk where there are
  * several groups: in one chunk, each owner's tasks streamed all of B in
  * turn from HBM; in RS_MAX_CHUNKS, every owner's tasks of a chunk run
  * side by side and share its part of B in L2. 4x H100, Llama-70B-class,
  * 1 / 4 chunks (LOOM_RS_CHUNKS; bench/RESULTS.md session 23 (h)): 256
  * tokens reduce-scatter 135.9 / 114.2 us, all-reduce 154.6 / 137.2; 512
  * tokens 146.1 / 132.6 and 173.2 / 168.2. */
-static int rs_n_chunk(int n_tiles, int mt_all, int groups, size_t b_bytes, size_t l2_bytes, int sms) {
+static int rs_n_chunk(int n_tiles, int mt_all, int groups, int b_past_l2, int sms) {
   int chunks = n_tiles < RS_MAX_CHUNKS ? n_tiles : RS_MAX_CHUNKS;
-  const int keep = groups > 1 && b_bytes > l2_bytes / 2;
+  const int keep = groups > 1 && b_past_l2;
   while (!keep && chunks > 1 && (int64_t)mt_all * ((n_tiles + chunks - 1) / chunks) < sms) chunks--;
   const char *force = getenv("LOOM_RS_CHUNKS");
   if (force && atoi(force) >= 1) chunks = atoi(force) < n_tiles ? atoi(force) : n_tiles;
@@ -560,8 +568,9 @@ static int rs_n_chunk(int n_tiles, int mt_all, int groups, size_t b_bytes, size_
  * chosen on them): one of all m rows in the one-tile mode (coll_one_group,
  * LOOM_RS_ONE_TILE=0 turns it off), else one per owner of up to
  * ceil(m / R) rows (the reduce-scatter's m / R); *rows the rows of each. */
-static int rs_groups(int64_t m, int R, int *rows) {
-  const int one = coll_one_group(m, R, "LOOM_RS_ONE_TILE");
+static int rs_groups(const loom_coll_args *a, int R, int *rows) {
+  const int64_t m = a->m;
+  const int one = coll_one_group(m, R, RS_ONE_TILE_ROWS, coll_b_past_l2(a), "LOOM_RS_ONE_TILE");
   *rows = (int)(one ? m : (m + R - 1) / R);
   return one ? 1 : R;
 }
@@ -576,7 +585,7 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   const int mo_max = (a->m + R - 1) / R;
   const size_t stride = loom_rs_stride(mo_max, a->n, es);
   int g_rows = 0;
-  const int groups = rs_groups(a->m, R, &g_rows), one = groups == 1;
+  const int groups = rs_groups(a, R, &g_rows), one = groups == 1;
   cudaError_t e = coll_params<CFG>(&kp.hp, HOP_ACT_NONE, groups, g_rows, a->n, a->k, a->n, c->sms, a->error,
                                    c->timeout_ns, offsetof(rs_kparams, groups) - offsetof(rs_kparams, hp),
                                    offsetof(rs_kparams, maps) - offsetof(rs_kparams, hp),
@@ -600,7 +609,8 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     hg->rows = a->m;
     hg->tile_begin = 0;
     hg->row_ptr = (void *const *)(uintptr_t)(offsetof(rs_kparams, one.row_dst) - offsetof(rs_kparams, hp));
-    tile_begin = n_tiles; /* no readiness wait: the kernel checks every owner's credit first */
+    tile_begin = (a->m + CFG::BM - 1) / CFG::BM * n_tiles; /* no readiness wait: the kernel checks every
+                                                              owner's credit first */
   }
   for (int g = 0; g < R && !one; g++) {
     const int o = (r + 1 + g) % R;
@@ -632,7 +642,7 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     kp.fin_peer[d] = (char *)a->peer_base[(r + d) % R] + c->data_offset +
                      (size_t)loom_ar_fin_part(r, (r + d) % R, R) * stride;
   kp.hp.total_tiles = kp.hp.total_tasks = tile_begin;
-  kp.hp.n_chunk = rs_n_chunk(n_tiles, tile_begin / n_tiles, groups, (size_t)a->n * a->k * es, a->l2_bytes, c->sms);
+  kp.hp.n_chunk = rs_n_chunk(n_tiles, tile_begin / n_tiles, groups, coll_b_past_l2(a), c->sms);
   kp.one_tile = one;
   kp.c = *c;
   kp.out = (char *)a->c;
@@ -667,13 +677,13 @@ template <class CFG, int ACT, int OUT> struct ar_launcher {
 extern "C" cudaError_t loom_launch_gemm_rs(const loom_dev_comm *c, const loom_coll_args *a,
                                            cudaStream_t stream) {
   int rows = 0;
-  const int groups = rs_groups(a->m, c->nranks, &rows);
+  const int groups = rs_groups(a, c->nranks, &rows);
   return coll_dispatch<rs_launcher, true>(c, a, a->dtype, a->act, groups, rows, a->n, stream);
 }
 
 extern "C" cudaError_t loom_launch_gemm_ar(const loom_dev_comm *c, const loom_coll_args *a,
                                            cudaStream_t stream) {
   int rows = 0;
-  const int groups = rs_groups(a->m, c->nranks, &rows);
+  const int groups = rs_groups(a, c->nranks, &rows);
   return coll_dispatch<ar_launcher, true>(c, a, a->dtype, a->act, groups, rows, a->n, stream);
 }
