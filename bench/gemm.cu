@@ -7,7 +7,7 @@
  *   build/bench/gemm --check-only     # every correctness case, no timing
  *   build/bench/gemm                  # all checks ("all results match"), then timings
  *   build/bench/gemm --quick          # fewer cases and shapes
- *   build/bench/gemm --dtype bf16 --shape dense     # filters (bf16|fp16|tf32, dense|grouped|smallm|decode)
+ *   build/bench/gemm --dtype bf16 --shape dense     # filters (bf16|fp16|tf32, dense|grouped|smallm|decode|mid)
  *   build/bench/gemm --variant v1,pp  # engine variants (v1 w1 pp sk2 sk4 pp2 w1c2 sm2 sm2h ws; default all,
  *                                     # docs/tile.md "v2", "v3")
  *   build/bench/gemm --k 2048,768     # grouped timed shapes only at these K
@@ -1047,6 +1047,25 @@ static int bench_cases(int dt, gcase *v) {
           v[n++] = c;
         }
   }
+  if (want_shape(4)) {
+    /* mid: the decode shapes at 256-1024 rows, the GEMM the collective
+     * kernels run at 256-1024 tokens (bench/RESULTS.md session 24: the
+     * all-gather's GEMM phase at 512 tokens on 4 GPUs took ~2x what this
+     * per-GPU GEMM should) */
+    static const int ms[] = {256, 512, 1024};
+    static const int nk[][2] = {{8192, 14336}, {8192, 7168}, {7168, 8192}};
+    for (int si = 0; si < 3; si++)
+      for (int mi = 0; mi < 3; mi++) {
+        if (g_opt.quick && (mi != 1 || si != 2)) continue;
+        char nm[64];
+        snprintf(nm, sizeof(nm), "mid 1x%d x%dx%d", ms[mi], nk[si][0], nk[si][1]);
+        gcase c = make_case(nm, dt, CFG_LARGE, HOP_ACT_NONE, o, 1, &ms[mi], nk[si][0], nk[si][1]);
+        c.edge = 16; /* 64 rows against the CPU: both ends and 32 random */
+        c.rand_rows = 32;
+        c.shape = 4;
+        v[n++] = c;
+      }
+  }
   return n;
 }
 
@@ -1132,7 +1151,7 @@ static int debug_one(int dt, int cfg, int M, int N, int K, int pattern, int var)
 
 static void usage(void) {
   printf("usage: gemm [--debug] [--check-only] [--quick] [--dtype bf16|fp16|tf32] "
-         "[--shape dense|grouped|smallm|decode] [--variant v1,w1,pp,sk2,sk4,pp2,w1c2,sm2,sm2h,ws] [--k K1,K2,..] [--raster M] "
+         "[--shape dense|grouped|smallm|decode|mid] [--variant v1,w1,pp,sk2,sk4,pp2,w1c2,sm2,sm2h,ws] [--k K1,K2,..] [--raster M] "
          "[--iters N] [--seed S] "
          "[--threads T] [--device-groups] [--dg-concurrent] [--stores v4|pairs] [--case NAME-SUBSTRING]\n"
          "       [--sms N] [--pdl on|off] [--l2-hints 0|1|2]\n"
@@ -1164,7 +1183,8 @@ int main(int argc, char **argv) {
     } else if (!strcmp(s, "--shape") && i + 1 < argc) {
       const char *d = argv[++i];
       g_opt.shape = !strcmp(d, "dense") ? 0 : !strcmp(d, "grouped") ? 1 : !strcmp(d, "smallm") ? 2
-                                                                                                : !strcmp(d, "decode") ? 3 : -2;
+                                                                                                : !strcmp(d, "decode") ? 3
+                                                                                                : !strcmp(d, "mid") ? 4 : -2;
     } else if (!strcmp(s, "--iters") && i + 1 < argc) g_opt.iters = atoi(argv[++i]);
     else if (!strcmp(s, "--seed") && i + 1 < argc) g_opt.seed = (uint32_t)atoi(argv[++i]);
     else if (!strcmp(s, "--threads") && i + 1 < argc) g_opt.threads = atoi(argv[++i]);
