@@ -1027,14 +1027,15 @@ static int bench_cases(int dt, gcase *v) {
       v[n++] = c;
     }
   }
+  /* the per-GPU weights (N, K) of a Llama-70B-class layer (hidden 8192,
+   * ffn 28672) in tensor parallelism: row-parallel (N = hidden, K = ffn /
+   * R) on 2 and 4 GPUs (235 and 117 MB of bf16 weights), and
+   * column-parallel on 4 (N = ffn / 4, K = hidden) */
+  static const int nk[][2] = {{8192, 14336}, {8192, 7168}, {7168, 8192}};
   if (want_shape(3)) {
-    /* decode: one group of a few rows against one large weight, the
-     * per-GPU GEMMs of a Llama-70B-class layer (hidden 8192, ffn 28672)
-     * in tensor parallelism: row-parallel (N = hidden, K = ffn / R) on 2
-     * and 4 GPUs (235 and 117 MB of bf16 weights, streamed once), and
-     * column-parallel on 4 (N = ffn / 4, K = hidden) */
+    /* decode: one group of a few rows against one of those weights,
+     * streamed once */
     static const int ms[] = {1, 16, 64, 128};
-    static const int nk[][2] = {{8192, 14336}, {8192, 7168}, {7168, 8192}};
     for (int si = 0; si < 3; si++)
       for (int mi = 0; mi < 4; mi++)
         for (int cfg = CFG_LARGE; cfg <= CFG_SMALL; cfg++) { /* 64-row tiles for <= 64 rows */
@@ -1053,7 +1054,6 @@ static int bench_cases(int dt, gcase *v) {
      * all-gather's GEMM phase at 512 tokens on 4 GPUs took ~2x what this
      * per-GPU GEMM should) */
     static const int ms[] = {256, 512, 1024};
-    static const int nk[][2] = {{8192, 14336}, {8192, 7168}, {7168, 8192}};
     for (int si = 0; si < 3; si++)
       for (int mi = 0; mi < 3; mi++) {
         if (g_opt.quick && (mi != 1 || si != 2)) continue;

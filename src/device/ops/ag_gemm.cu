@@ -336,8 +336,7 @@ __global__ void __launch_bounds__(CFG::threads, 1) ag_gemm_kernel(const __grid_c
 /* The engine groups of a call (the launch's tile is chosen on them): one
  * of all R m rows in the one-group mode (file comment; coll_one_group,
  * LOOM_AG_ONE_GROUP=0 turns it off, =1 on where the rows allow), or one
- * per source of m; *rows the
- * rows of each. */
+ * per source of m; *rows the rows of each. */
 static int ag_groups(const loom_coll_args *a, int R, int *rows) {
   const int64_t m = a->m, all = (int64_t)R * m;
   /* above one block: sources of fewer rows than a block (a group per source
@@ -388,7 +387,8 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     hg->ready_stride = 2;  /* one 8-byte flag per row block: its low word */
   }
   if (one) { /* one group: all R m rows from the packed parts, every source's flag 0 */
-    if (R * a->m > CFG::TM && CFG::TM % a->m) return cudaErrorInvalidValue; /* ag_groups' promise */
+    const int one_block = R * a->m <= CFG::TM;
+    if (!one_block && CFG::TM % a->m) return cudaErrorInvalidValue; /* ag_groups' promise */
     if ((e = hop_make_map(&kp.maps[0], CFG::dtype, a->data_local, R * a->m, a->k, a->k, CFG::BK, CFG::BM)) !=
         cudaSuccess)
       return e;
@@ -397,10 +397,10 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     hg->tile_begin = 0;
     hg->c = a->c; /* rows in source order: C's */
     /* m-block i: flags[s][0] of its sources s = i per .. i per + per - 1 (one block: all R) */
-    const int per = R * a->m <= CFG::TM ? R : CFG::TM / (int)a->m;
+    const int per = one_block ? R : CFG::TM / (int)a->m;
     hg->ready = (const uint32_t *)a->flags_local;
     hg->ready_target = 0;
-    hg->ready_stride = R * a->m <= CFG::TM ? 0 : per * 2 * c->slots;
+    hg->ready_stride = one_block ? 0 : per * 2 * c->slots;
     hg->ready_n = per;
     hg->ready_n_stride = 2 * c->slots; /* 8-byte flags, slots a source */
   }
@@ -417,8 +417,7 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
          (size_t)(pr_rows / 2) * kp.row_bytes >= AG_MIN_PIECE_BYTES)
     pr_rows /= 2;
   const char *force = getenv("LOOM_AG_PIECE_ROWS"); /* diagnostics: a power of two <= LOOM_AG_BLOCK_ROWS */
-  if (force && atoi(force) >= 1)
-    for (pr_rows = 1; pr_rows * 2 <= atoi(force) && pr_rows * 2 <= LOOM_AG_BLOCK_ROWS;) pr_rows *= 2;
+  if (force && atoi(force) >= 1) pr_rows = coll_pow2_floor(atoi(force), LOOM_AG_BLOCK_ROWS);
   kp.piece_rows = pr_rows;
   kp.pieces = (a->m + pr_rows - 1) / pr_rows;
   kp.one_group = one;

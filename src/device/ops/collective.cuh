@@ -87,6 +87,14 @@ static inline int coll_one_group(int64_t all_rows, int R, int64_t max_rows, int 
   return 1;
 }
 
+/* The largest power of two <= x and <= cap (1 at least): what a forced
+ * count (LOOM_RS_SLICES, LOOM_AG_PIECE_ROWS) is rounded down to. */
+static inline int coll_pow2_floor(int x, int cap) {
+  int p = 1;
+  while (p * 2 <= x && p * 2 <= cap) p *= 2;
+  return p;
+}
+
 /* Whether groups of `rows` rows take the decode tile (an operator that
  * offers it). LOOM_AG_TILE=wide|narrow forces those instead (tests cover
  * every tile; diagnostics). The same on every rank (same shapes). */

@@ -54,10 +54,11 @@
 /* The one-tile mode (sessions 22, 24; coll_one_group): when all m rows fit
  * one task's 128 rows (decode: a few to 128 tokens), or up to
  * RS_ONE_TILE_ROWS rows where B is larger than half the L2 and no owner's
- * rows straddle a 128-row block, the R owner groups are one group. With a group per owner, each owner's
- * tasks streamed the whole of B for its m / R rows: R times B's bytes from
- * HBM, where B is what the GEMM costs at this size (2x H100, Llama m = 128:
- * GEMM phase 169 us against 100 for the same per-GPU GEMM at one rank).
+ * rows straddle a 128-row block, the R owner groups are one group. With a
+ * group per owner, each owner's tasks streamed the whole of B for its m / R
+ * rows: R times B's bytes from HBM, where B is what the GEMM costs at this
+ * size (2x H100, Llama m = 128: GEMM phase 169 us against 100 for the same
+ * per-GPU GEMM at one rank).
  * One group reads B once; its epilogue stores each row to its owner's
  * window through a row table (hop_group.row_ptr, an offset into this kernel
  * parameter: RS_ONE_TILE_ROWS entries), and each task signals every owner
@@ -276,7 +277,7 @@ struct rs_side {
    * in a row on every tile's signal. */
   __device__ __forceinline__ void done(const hop_task &t) const {
     const loom_dev_comm &c = P->c;
-    if (P->one_tile) { /* every owner of a row of the task: the tags, one fence, the flags (owner tile 0, t.n_blk) */
+    if (P->one_tile) { /* every owner of a row of the task: the tags, one fence, the flags (its tile 0, t.n_blk) */
       const int r0 = t.m_blk * P->bm;
       for (int o = 0; o < c.nranks; o++)
         if (rs_owns(*P, o, r0))
@@ -541,8 +542,7 @@ static int rs_slices(int64_t tiles, int sms, int rows) {
   int s = 1;
   while (s * 2 <= most && (s * 2 <= RS_MIN_SLICES || tiles * s * 2 <= (int64_t)sms)) s *= 2;
   const char *force = getenv("LOOM_RS_SLICES");
-  if (force && atoi(force) >= 1)
-    for (s = 1; s * 2 <= atoi(force) && s * 2 <= most;) s *= 2;
+  if (force && atoi(force) >= 1) s = coll_pow2_floor(atoi(force), most);
   return s;
 }
 
