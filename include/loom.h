@@ -318,11 +318,21 @@ typedef struct {
    * gathered activations (e.g. kept for the backward pass). The others
    * refuse a non-NULL one. */
   void *a_gathered;
+  /* Since 2026-11-27 (a struct_size without it is still taken, as NULL):
+   * NULL or device memory of [n] elements of dtype, 16-byte aligned, apart
+   * from c (and a_gathered): a bias added in fp32 before the activation.
+   * All-gather: c = act(A b^T + bias), this rank's own bias (its shard of
+   * the column-parallel layer's). Reduce-scatter, all-reduce: c =
+   * act(sum_s a_s b_s^T + bias), added once, to the sum, by the rank that
+   * reduces each row with its own bias: pass the same one on every rank
+   * (the row-parallel layer's). NULL on some ranks only: those rows have
+   * none. */
+  const void *bias;
 } loom_gemm_args_t;
 
 #define LOOM_GEMM_ARGS_INIT                                                    \
   { sizeof(loom_gemm_args_t), LOOM_API_VERSION, LOOM_BF16, 0, 0, 0, NULL, NULL, \
-    NULL, LOOM_UNSET, NULL }
+    NULL, LOOM_UNSET, NULL, NULL }
 
 /* Workspace and signal slots loom_ag_gemm needs for these shapes.
  *   args         [in]  dtype, m, n, k, activation (pointers unused).

@@ -244,12 +244,14 @@ class GemmArgsC(ctypes.Structure):
         ("c", c_void_p),
         ("activation", c_int),
         ("a_gathered", c_void_p),
+        ("bias", c_void_p),
     ]
 
 
 def gemm_args_init() -> GemmArgsC:
-    """LOOM_GEMM_ARGS_INIT (dtype bf16, activation none, no gathered A)."""
-    return GemmArgsC(ctypes.sizeof(GemmArgsC), API_VERSION, 1, 0, 0, 0, None, None, None, UNSET, None)
+    """LOOM_GEMM_ARGS_INIT (dtype bf16, activation none, no gathered A, no bias)."""
+    return GemmArgsC(ctypes.sizeof(GemmArgsC), API_VERSION, 1, 0, 0, 0, None, None, None, UNSET, None,
+                     None)
 
 
 # ---- prototypes --------------------------------------------------------------------

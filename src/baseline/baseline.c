@@ -326,7 +326,7 @@ loom_result_t loom_baseline_forward(loom_baseline_t b, const void *x, int64_t nu
   /* dispatch, experts (GEMM0, activation over all rows, GEMM1), return */
   LOOM_CHECK(exchange(b, b->send, b->tok_off, b->h_counts, b->recv, b->exp_off, b->h_recv, s));
   LOOM_CHECK(expert_gemms(b, 0, first, rows, s));
-  CUDA_CHECK(baseline_activate(b->pre, pre_dtype(b), b->h, off, F, b->act, b->gated, b->dtype, s));
+  CUDA_CHECK(baseline_activate(b->pre, pre_dtype(b), b->h, off, F, b->act, b->gated, b->dtype, NULL, s));
   LOOM_CHECK(expert_gemms(b, 1, first, rows, s));
   LOOM_CHECK(exchange(b, b->out, b->exp_off, b->h_recv, b->ret, b->tok_off, b->h_counts, s));
   CUDA_CHECK(baseline_combine(b->ret, b->row_of, b->wts, T, K, b->H, b->dtype, y, s));

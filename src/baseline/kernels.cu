@@ -119,16 +119,19 @@ extern "C" cudaError_t baseline_permute(const void *x, int T, int K, int E, size
 }
 
 __global__ void activate_kernel(const void *pre, int pre_dtype, void *h, int64_t rows, int F,
-                                int act, int gated, int dtype) {
+                                int act, int gated, int dtype, const void *bias) {
   const int64_t n = rows * F;
   const int ld = gated ? 2 * F : F;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t r = i / F;
     const int c = (int)(i - r * F);
-    const float v = load_elem(pre, (size_t)(r * ld + c), pre_dtype);
+    const float v = load_elem(pre, (size_t)(r * ld + c), pre_dtype) +
+                    (bias != NULL ? load_elem(bias, (size_t)c, dtype) : 0.f);
     float out;
-    if (gated) {
+    if (act < 0) {
+      out = v;
+    } else if (gated) {
       out = v / (1.f + __expf(-v)) * load_elem(pre, (size_t)(r * ld + F + c), pre_dtype);
     } else if (act == LOOM_ACT_RELU) {
       out = v > 0.f ? v : 0.f;
@@ -142,14 +145,15 @@ __global__ void activate_kernel(const void *pre, int pre_dtype, void *h, int64_t
 }
 
 extern "C" cudaError_t baseline_activate(const void *pre, int pre_dtype, void *h, int64_t rows,
-                                         int F, int act, int gated, int dtype, cudaStream_t s) {
+                                         int F, int act, int gated, int dtype, const void *bias,
+                                         cudaStream_t s) {
   if (rows == 0) return cudaSuccess;
   const int64_t n = rows * F;
   const int blocks = (int)((n + baseline_cfg::threads - 1) / baseline_cfg::threads < 65536
                                ? (n + baseline_cfg::threads - 1) / baseline_cfg::threads
                                : 65536);
   activate_kernel<<<blocks, baseline_cfg::threads, 0, s>>>(pre, pre_dtype, h, rows, F, act, gated,
-                                                             dtype);
+                                                             dtype, bias);
   return cudaGetLastError();
 }
 

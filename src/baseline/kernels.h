@@ -21,11 +21,12 @@ cudaError_t baseline_permute(const void *x, int T, int K, int E, size_t row_byte
                              const int32_t *ids, const int32_t *counts, int32_t *cursor,
                              int32_t *row_of, void *send, cudaStream_t s);
 
-/* h[r][c] = act(pre[r][c]) (or silu(pre[r][c]) * pre[r][F + c] when gated),
- * rounded to dtype; pre is [rows x (gated ? 2F : F)] in pre_dtype (fp32,
- * or the layer's dtype where cuBLAS cannot write fp32). */
+/* h[r][c] = act(pre[r][c] + bias[c]) (or silu(pre[r][c]) * pre[r][F + c]
+ * when gated), rounded to dtype; pre is [rows x (gated ? 2F : F)] in
+ * pre_dtype (fp32, or the layer's dtype where cuBLAS cannot write fp32);
+ * bias: NULL or [F] in dtype; act < 0 (LOOM_UNSET): none. */
 cudaError_t baseline_activate(const void *pre, int pre_dtype, void *h, int64_t rows, int F,
-                              int act, int gated, int dtype, cudaStream_t s);
+                              int act, int gated, int dtype, const void *bias, cudaStream_t s);
 
 /* y[t] = sum_j wts[t][j] * ret[row_of[t][j]] in fp32, ascending j. */
 cudaError_t baseline_combine(const void *ret, const int32_t *row_of, const float *wts, int T,

@@ -3,7 +3,8 @@
  * operator of the benchmark harness (harness.h). Per GPU d of R: x = its
  * rows A_d [T x hidden] (--tokens T, --hidden), weights B_d [n x hidden]
  * with n = --ffn / R (the ffn split over the GPUs, nn.Linear layout), output
- * C_d = act([A_0; ...; A_{R-1}] B_d^T), [R*T x n]. Fused: loom_ag_gemm on
+ * C_d = act([A_0; ...; A_{R-1}] B_d^T + bias_d), [R*T x n] (--bias 1: bias_d,
+ * [n], this GPU's shard of the layer's bias; else none). Fused: loom_ag_gemm on
  * the harness's communicators; baseline: ncclAllGather + cublasGemmEx (+
  * the activation kernel), src/baseline/collective.c, on their NCCL ones.
  *
@@ -34,10 +35,12 @@
 
 #define TOL_TF32 2e-3
 #define TOL_16BIT 1e-2
-#define KIND_B 1 /* random stream of the weights (x is CLI_RNG_X) */
+#define KIND_B 1    /* random stream of the weights (x is CLI_RNG_X) */
+#define KIND_BIAS 2 /* of the bias */
 
 typedef struct {
-  void *b; /* [n x K] */
+  void *b;    /* [n x K] */
+  void *bias; /* [n] (--bias 1) or NULL */
   loom_ag_baseline_t base;
 } ag_gpu;
 
@@ -45,6 +48,7 @@ typedef struct {
   int64_t K, N, n; /* hidden, ffn over all GPUs, ffn per GPU */
   int act;         /* loom_activation_t or LOOM_UNSET */
   float *B;        /* host, [ngpu][n x K], rounded to dtype */
+  float *bias;     /* host, [ngpu][n], rounded to dtype (--bias 1) or NULL */
   float *xrows;    /* host, per token count: [nsample][R][K], the x rows of
                       each sampled row group */
   ag_gpu g[CLI_MAX_GPUS];
@@ -91,9 +95,9 @@ static int ag_plan(cli_bench *b, loom_comm_config_t *cc) {
 
 static void ag_describe(const cli_bench *b, char *out, size_t n) {
   const ag_state *s = state_of(b);
-  snprintf(out, n, "hidden %lld, ffn %lld (%lld per GPU), %s%s, act %s", (long long)s->K,
+  snprintf(out, n, "hidden %lld, ffn %lld (%lld per GPU), %s%s, act %s%s", (long long)s->K,
            (long long)s->N, (long long)s->n, loom_dtype_string(b->dtype),
-           b->dtype == LOOM_FP32 ? " (TF32)" : "", cli_act_name(s->act));
+           b->dtype == LOOM_FP32 ? " (TF32)" : "", cli_act_name(s->act), b->o->bias ? ", bias" : "");
 }
 
 static int ag_fields(const cli_bench *b, cli_field *f, int max) {
@@ -101,7 +105,8 @@ static int ag_fields(const cli_bench *b, cli_field *f, int max) {
   const cli_field all[] = {{"hidden", NULL, (long long)s->K},
                            {"ffn", NULL, (long long)s->N},
                            {"dtype", loom_dtype_string(b->dtype), 0},
-                           {"act", cli_act_name(s->act), 0}};
+                           {"act", cli_act_name(s->act), 0},
+                           {"bias", NULL, (long long)b->o->bias}};
   int n = 0;
   for (; n < max && n < (int)(sizeof all / sizeof all[0]); n++) f[n] = all[n];
   return n;
@@ -110,6 +115,7 @@ static int ag_fields(const cli_bench *b, cli_field *f, int max) {
 static int ag_alloc(cli_bench *b, int d) {
   ag_state *s = state_of(b);
   CLI_CUDA_OK(b, cudaMalloc(&s->g[d].b, (size_t)s->n * (size_t)s->K * b->es));
+  if (b->o->bias) CLI_CUDA_OK(b, cudaMalloc(&s->g[d].bias, (size_t)s->n * b->es));
   return 0;
 }
 
@@ -118,14 +124,19 @@ static int upload_b(void *p, int d) {
   cli_bench *b = (cli_bench *)p;
   ag_state *s = state_of(b);
   const size_t cnt = (size_t)s->n * (size_t)s->K;
-  return cli_upload_random(b, d, s->g[d].b, s->B + (size_t)d * cnt, cnt, sqrtf(3.0f / (float)s->K), KIND_B);
+  if (cli_upload_random(b, d, s->g[d].b, s->B + (size_t)d * cnt, cnt, sqrtf(3.0f / (float)s->K), KIND_B))
+    return -1;
+  return s->bias ? cli_upload_random(b, d, s->g[d].bias, s->bias + (size_t)d * (size_t)s->n, (size_t)s->n,
+                                     1.0f, KIND_BIAS)
+                 : 0;
 }
 
 static int ag_prepare(cli_bench *b) {
   ag_state *s = state_of(b);
   s->B = malloc((size_t)b->ngpu * (size_t)s->n * (size_t)s->K * sizeof(float));
   s->xrows = malloc((size_t)b->o->check_tokens * (size_t)b->ngpu * (size_t)s->K * sizeof(float));
-  if (!s->B || !s->xrows) {
+  if (b->o->bias) s->bias = malloc((size_t)b->ngpu * (size_t)s->n * sizeof(float));
+  if (!s->B || !s->xrows || (b->o->bias && !s->bias)) {
     fprintf(stderr, "%s: out of host memory for the weights\n", b->who);
     return -1;
   }
@@ -154,6 +165,7 @@ static int ag_forward(cli_bench *b, int d, const void *x, int verified) {
   a.b = s->g[d].b;
   a.c = b->g[d].y;
   a.activation = s->act;
+  a.bias = s->g[d].bias;
   if (b->impl == CLI_BASELINE)
     CLI_LOOM_OK(b, loom_ag_baseline_forward(s->g[d].base, &a, b->g[d].stream));
   else
@@ -201,6 +213,7 @@ static int ag_reference(cli_bench *b, int d, int s0, int n) {
   const int R = b->ngpu;
   const size_t K = (size_t)s->K, nn = (size_t)s->n, W = (size_t)b->out_cols;
   const float *B = s->B + (size_t)d * nn * K;
+  const float *bias = s->bias ? s->bias + (size_t)d * nn : NULL;
   for (int i = s0; i < s0 + n; i++)
     for (int q = 0; q < R; q++) {
       const float *x = s->xrows + ((size_t)i * R + q) * K;
@@ -209,6 +222,7 @@ static int ag_reference(cli_bench *b, int d, int s0, int n) {
         const float *w = B + j * K;
         double acc = 0;
         for (size_t p = 0; p < K; p++) acc += (double)x[p] * (double)w[p];
+        if (bias) acc += (double)bias[j];
         out[j] = (float)(s->act == LOOM_UNSET ? acc : ref_act((ref_activation)s->act, acc));
       }
     }
@@ -236,9 +250,11 @@ static int ag_destroy(cli_bench *b) {
   for (int d = 0; d < b->ngpu; d++) {
     cudaSetDevice(d);
     if (s->g[d].b) cudaFree(s->g[d].b);
+    if (s->g[d].bias) cudaFree(s->g[d].bias);
     loom_ag_baseline_destroy(s->g[d].base);
   }
   free(s->B);
+  free(s->bias);
   free(s->xrows);
   return 0;
 }

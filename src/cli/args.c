@@ -143,6 +143,12 @@ static int parse_moe_option(const char *a, const char *v, cli_options *o) {
     o->flush_l2 = i;
     return 0;
   }
+  if (strcmp(a, "--bias") == 0) {
+    static const char *const names[] = {"0", "1"};
+    if ((i = cli_parse_name(v, names, 2)) < 0) return -1;
+    o->bias = i;
+    return 0;
+  }
   if (strcmp(a, "--rotate") == 0) {
     if (cli_parse_int(v, 1, CLI_MAX_ROTATE, &n)) return -1;
     o->rotate = (int)n;
@@ -225,7 +231,7 @@ int cli_parse(int argc, char **argv, cli_options *o, char *err, size_t errlen) {
       snprintf(err, errlen, "bad value '%s' for %s (fp32, bf16 or fp16)", v, a);
     else if (strcmp(a, "--impl") == 0)
       snprintf(err, errlen, "bad value '%s' for %s (fused, baseline or both)", v, a);
-    else if (strcmp(a, "--flush-l2") == 0)
+    else if (strcmp(a, "--flush-l2") == 0 || strcmp(a, "--bias") == 0)
       snprintf(err, errlen, "bad value '%s' for %s (0 or 1)", v, a);
     else if (strcmp(a, "--launch") == 0)
       snprintf(err, errlen, "bad value '%s' for %s (serial or threads)", v, a);

@@ -61,6 +61,7 @@ typedef struct {
   int act;             /* --act: index into cli_act_names, or CLI_ACT_NONE ("none") */
   int act_given;       /* --act was on the command line (ag-gemm's default is none) */
   int weights;         /* --weights: index into cli_weights_names */
+  int bias;            /* --bias 0|1: ag-gemm, gemm-rs, gemm-ar add a bias */
   int check_tokens;    /* --check-tokens N: tokens per GPU verified */
   const char *json;    /* --json FILE: also write the results there, or NULL */
   const char *trace;   /* --trace FILE: in-kernel trace of one extra fused

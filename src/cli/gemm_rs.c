@@ -4,7 +4,8 @@
  * the whole output) as operators of the benchmark harness (harness.h). Per
  * GPU d of R: x = A_d [T x k] (--tokens T rows, k = --ffn / R: the inner
  * dimension split over the GPUs), weights B_d [hidden x k] (nn.Linear
- * layout); S = act(sum_s A_s B_s^T) [T x hidden].
+ * layout); S = act(sum_s A_s B_s^T + bias) [T x hidden] (--bias 1: one bias
+ * [hidden], the same on every GPU; else none).
  *   gemm-rs  C_d = rows [d T/R, (d+1) T/R) of S, [T/R x hidden] (T a
  *            multiple of R). Fused: loom_gemm_rs; baseline: cublasGemmEx +
  *            ncclReduceScatter (+ the activation kernel).
@@ -55,9 +56,11 @@
 #define TOL_TF32 2e-3
 #define TOL_16BIT 1e-2
 #define KIND_B 1
+#define KIND_BIAS 2
 
 typedef struct {
-  void *b; /* [N x k] */
+  void *b;    /* [N x k] */
+  void *bias; /* [N] (--bias 1) or NULL */
   loom_rs_baseline_t rs_base;
   loom_ar_baseline_t ar_base;
 } rs_gpu;
@@ -67,6 +70,7 @@ typedef struct {
   int64_t N, Kt, k; /* hidden (output columns), ffn over all GPUs, k per GPU */
   int act;
   float *B;         /* host, [ngpu][N x k] */
+  float *bias;      /* host, [N], rounded to dtype (--bias 1) or NULL */
   /* host, per token count: [nsample][views][ngpu][k], the row of x of each
    * GPU that sampled row i of view v needs; views: ngpu (gemm-rs: view d
    * is GPU d's y) or 1 (gemm-ar: y is the same on every GPU) */
@@ -148,9 +152,9 @@ static int ar_plan(cli_bench *b, loom_comm_config_t *cc) {
 
 static void rs_describe(const cli_bench *b, char *out, size_t n) {
   const rs_state *s = state_of(b);
-  snprintf(out, n, "hidden %lld, ffn %lld (%lld per GPU), %s%s, act %s", (long long)s->N, (long long)s->Kt,
-           (long long)s->k, loom_dtype_string(b->dtype), b->dtype == LOOM_FP32 ? " (TF32)" : "",
-           cli_act_name(s->act));
+  snprintf(out, n, "hidden %lld, ffn %lld (%lld per GPU), %s%s, act %s%s", (long long)s->N,
+           (long long)s->Kt, (long long)s->k, loom_dtype_string(b->dtype),
+           b->dtype == LOOM_FP32 ? " (TF32)" : "", cli_act_name(s->act), b->o->bias ? ", bias" : "");
 }
 
 static int rs_fields(const cli_bench *b, cli_field *f, int max) {
@@ -158,7 +162,8 @@ static int rs_fields(const cli_bench *b, cli_field *f, int max) {
   const cli_field all[] = {{"hidden", NULL, (long long)s->N},
                            {"ffn", NULL, (long long)s->Kt},
                            {"dtype", loom_dtype_string(b->dtype), 0},
-                           {"act", cli_act_name(s->act), 0}};
+                           {"act", cli_act_name(s->act), 0},
+                           {"bias", NULL, (long long)b->o->bias}};
   int n = 0;
   for (; n < max && n < (int)(sizeof all / sizeof all[0]); n++) f[n] = all[n];
   return n;
@@ -167,6 +172,7 @@ static int rs_fields(const cli_bench *b, cli_field *f, int max) {
 static int rs_alloc(cli_bench *b, int d) {
   rs_state *s = state_of(b);
   CLI_CUDA_OK(b, cudaMalloc(&s->g[d].b, (size_t)s->N * (size_t)s->k * b->es));
+  if (b->o->bias) CLI_CUDA_OK(b, cudaMalloc(&s->g[d].bias, (size_t)s->N * b->es));
   return 0;
 }
 
@@ -177,16 +183,30 @@ static int upload_b(void *p, int d) {
   return cli_upload_random(b, d, s->g[d].b, s->B + (size_t)d * cnt, cnt, sqrtf(3.0f / (float)s->Kt), KIND_B);
 }
 
+/* The bias, the same on every GPU: GPU 0's random stream (host copy kept),
+ * copied to the others. */
+static int upload_bias(cli_bench *b) {
+  rs_state *s = state_of(b);
+  const size_t n = (size_t)s->N;
+  int rc = cli_upload_random(b, 0, s->g[0].bias, s->bias, n, 1.0f, KIND_BIAS);
+  for (int d = 1; rc == 0 && d < b->ngpu; d++)
+    rc = cudaMemcpyPeer(s->g[d].bias, d, s->g[0].bias, 0, n * b->es) == cudaSuccess ? 0 : -1;
+  if (rc) fprintf(stderr, "%s: uploading the bias failed\n", b->who);
+  return rc;
+}
+
 static int rs_prepare(cli_bench *b) {
   rs_state *s = state_of(b);
   const size_t nsample = (size_t)b->o->check_tokens;
   s->B = malloc((size_t)b->ngpu * (size_t)s->N * (size_t)s->k * sizeof(float));
   s->xrows = malloc(nsample * (size_t)views(b) * (size_t)b->ngpu * (size_t)s->k * sizeof(float));
   if (s->ar) s->yall = malloc(nsample * (size_t)s->N * sizeof(float));
-  if (!s->B || !s->xrows || (s->ar && !s->yall)) {
+  if (b->o->bias) s->bias = malloc((size_t)s->N * sizeof(float));
+  if (!s->B || !s->xrows || (s->ar && !s->yall) || (b->o->bias && !s->bias)) {
     fprintf(stderr, "%s: out of host memory for the weights\n", b->who);
     return -1;
   }
+  if (s->bias && upload_bias(b)) return -1;
   return cli_run_tasks(b->ngpu, b->ngpu, upload_b, b);
 }
 
@@ -216,6 +236,7 @@ static int rs_forward(cli_bench *b, int d, const void *x, int verified) {
   a.b = s->g[d].b;
   a.c = b->g[d].y;
   a.activation = s->act;
+  a.bias = s->g[d].bias;
   if (b->impl == CLI_BASELINE && s->ar)
     CLI_LOOM_OK(b, loom_ar_baseline_forward(s->g[d].ar_base, &a, st));
   else if (b->impl == CLI_BASELINE)
@@ -272,6 +293,7 @@ static void ref_row(const cli_bench *b, const float *x, size_t col0, size_t W, f
       const float *xs = x + src * K, *w = s->B + ((size_t)src * N + col0 + j) * K;
       for (size_t p = 0; p < K; p++) acc += (double)xs[p] * (double)w[p];
     }
+    if (s->bias) acc += (double)s->bias[col0 + j];
     out[j] = (float)(s->act == LOOM_UNSET ? acc : ref_act((ref_activation)s->act, acc));
   }
 }
@@ -341,10 +363,12 @@ static int rs_destroy(cli_bench *b) {
   for (int d = 0; d < b->ngpu; d++) {
     cudaSetDevice(d);
     if (s->g[d].b) cudaFree(s->g[d].b);
+    if (s->g[d].bias) cudaFree(s->g[d].bias);
     loom_rs_baseline_destroy(s->g[d].rs_base);
     loom_ar_baseline_destroy(s->g[d].ar_base);
   }
   free(s->B);
+  free(s->bias);
   free(s->xrows);
   free(s->yall);
   return 0;

@@ -119,6 +119,11 @@ static int moe_plan(cli_bench *b, loom_comm_config_t *cc) {
             "or swiglu)\n", b->who);
     return -1;
   }
+  if (o->bias) {
+    fprintf(stderr, "%s: --bias is for ag-gemm, gemm-rs and gemm-ar; the MoE layer takes none\n",
+            b->who);
+    return -1;
+  }
   m->act = (loom_activation_t)o->act;
   m->layout = (loom_weight_layout_t)o->weights;
   m->H = o->hidden;

@@ -15,18 +15,27 @@
  * header passes this size, and its a_gathered is NULL. */
 #define GEMM_ARGS_V2_SIZE offsetof(loom_gemm_args_t, a_gathered)
 
+/* The struct before bias (2026-11-27). */
+#define GEMM_ARGS_V3_SIZE offsetof(loom_gemm_args_t, bias)
+
 /* The caller's a_gathered, NULL where its struct has none. */
 static void *gathered_of(const loom_gemm_args_t *a) {
   return a->struct_size > GEMM_ARGS_V2_SIZE ? a->a_gathered : NULL;
 }
 
+/* The caller's bias, NULL where its struct has none. */
+static const void *bias_of(const loom_gemm_args_t *a) {
+  return a->struct_size > GEMM_ARGS_V3_SIZE ? a->bias : NULL;
+}
+
 /* The args struct as the caller built it: LOOM_GEMM_ARGS_INIT's size (or
- * the size before a_gathered) and a version this library knows (the struct
- * is new at LOOM_API_VERSION 2). */
+ * the size before a_gathered, or before bias) and a version this library
+ * knows (the struct is new at LOOM_API_VERSION 2). */
 static loom_result_t check_args(const char *fn, const loom_gemm_args_t *a, int nranks,
                                 size_t *esize) {
   LOOM_ARG(a != NULL, fn, "args is NULL");
-  LOOM_ARG((a->struct_size == sizeof(loom_gemm_args_t) || a->struct_size == GEMM_ARGS_V2_SIZE) &&
+  LOOM_ARG((a->struct_size == sizeof(loom_gemm_args_t) || a->struct_size == GEMM_ARGS_V2_SIZE ||
+            a->struct_size == GEMM_ARGS_V3_SIZE) &&
                a->version >= 2 &&
                a->version <= LOOM_API_VERSION,
            fn,
@@ -103,6 +112,14 @@ static loom_result_t check_call(const char *fn, const char *sizer, loom_comm_t c
                  !overlap(g, g_bytes, a->c, c_bytes),
              fn, "a_gathered overlaps a, b or c");
   }
+  const void *bias = bias_of(a);
+  if (bias != NULL) { /* read while c (and a_gathered) are written */
+    const size_t n_bytes = (size_t)a->n * es;
+    LOOM_ARG(((uintptr_t)bias & 15) == 0, fn, "bias must be 16-byte aligned");
+    LOOM_ARG(!overlap(bias, n_bytes, a->c, c_bytes) &&
+                 (g == NULL || !overlap(bias, n_bytes, g, (size_t)comm->nranks * a_bytes)),
+             fn, "bias overlaps c or a_gathered");
+  }
   LOOM_ARG(need <= comm->config.workspace_bytes, fn,
            "m = %lld, n = %lld, k = %lld on %d ranks needs %zu workspace bytes but the communicator "
            "has %zu (see %s)",
@@ -127,6 +144,7 @@ static loom_coll_args launch_args(loom_comm_t comm, const loom_gemm_args_t *a) {
   la.b = a->b;
   la.c = a->c;
   la.a_gathered = gathered_of(a);
+  la.bias = bias_of(a);
   la.data_local = (char *)comm->window_base + comm->layout.data_offset;
   la.flags_local = (uint64_t *)((char *)comm->window_base + comm->layout.flags_offset);
   la.counters = comm->op_counters;

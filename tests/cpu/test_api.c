@@ -250,11 +250,16 @@ static void test_ag_gemm_args(void) {
   size_t b = 0;
   int slots = 0;
   CHECK(a.struct_size == sizeof(loom_gemm_args_t) && a.version == LOOM_API_VERSION &&
-            a.activation == LOOM_UNSET && a.a_gathered == NULL,
+            a.activation == LOOM_UNSET && a.a_gathered == NULL && a.bias == NULL,
         "LOOM_GEMM_ARGS_INIT");
   /* a caller built before a_gathered: its struct_size is taken */
   a.struct_size = offsetof(loom_gemm_args_t, a_gathered);
   CHECK(loom_ag_gemm_workspace_bytes(&a, 4, &b, NULL) == LOOM_SUCCESS, "the struct without a_gathered: %s",
+        loom_last_error());
+  /* and one built before bias (2026-11-27) */
+  a = good_gemm();
+  a.struct_size = offsetof(loom_gemm_args_t, bias);
+  CHECK(loom_ag_gemm_workspace_bytes(&a, 4, &b, NULL) == LOOM_SUCCESS, "the struct without bias: %s",
         loom_last_error());
   a = good_gemm();
   /* 4 ranks x 300 x 1032 bf16 = 619200 bytes each, rounded to 256 */
@@ -314,6 +319,13 @@ static void test_ag_gemm_args(void) {
   EXPECT_BAD(loom_ag_gemm(&c, &a, 0), "a_gathered must be 16-byte aligned");
   a.a_gathered = (void *)((char *)a.c + 1024); /* [2*300 x 1032] runs over C */
   EXPECT_BAD(loom_ag_gemm(&c, &a, 0), "a_gathered overlaps");
+  a = good_gemm();
+  a.bias = (const void *)0x60000008;
+  EXPECT_BAD(loom_ag_gemm(&c, &a, 0), "bias must be 16-byte aligned");
+  EXPECT_BAD(loom_gemm_ar(&c, &a, 0), "bias must be 16-byte aligned");
+  a.bias = (const void *)((char *)a.c + 256); /* [264] inside C */
+  EXPECT_BAD(loom_ag_gemm(&c, &a, 0), "bias overlaps");
+  EXPECT_BAD(loom_gemm_rs(&c, &a, 0), "bias overlaps");
 
   /* GEMM + reduce-scatter: m = 300 rows over 2 ranks, 150 each */
   a = good_gemm();

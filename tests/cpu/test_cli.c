@@ -129,6 +129,9 @@ static void test_json(void) {
         "benchmark defaults");
   const char *a5[] = {"loom", "gemm-rs", "--launch", "serial"};
   CHECK(parse(&o, err, 4, a5) == 0 && o.launch == CLI_LAUNCH_SERIAL, "--launch serial");
+  CHECK(o.bias == 0, "no bias by default");
+  const char *a6[] = {"loom", "ag-gemm", "--bias", "1"};
+  CHECK(parse(&o, err, 4, a6) == 0 && o.bias == 1, "--bias 1");
   const char *a4[] = {"loom", "moe", "--impl", "baseline", "--flush-l2", "1", "--rotate", "8",
                       "--peak-tflops", "750.5", "--nvlink-gbps", "400", "--hbm-gbps", "4.2e3"};
   CHECK(parse(&o, err, 14, a4) == 0 && o.impl == CLI_IMPL_BASELINE && o.flush_l2 == 1 &&
@@ -138,7 +141,7 @@ static void test_json(void) {
   const char *bad[][2] = {{"--impl", "nccl"},      {"--flush-l2", "yes"}, {"--rotate", "0"},
                           {"--rotate", "65"},      {"--peak-tflops", "0"}, {"--nvlink-gbps", "-1"},
                           {"--hbm-gbps", "inf"},   {"--hbm-gbps", "12x"}, {"--peak-tflops", "nan"},
-                          {"--launch", "parallel"}};
+                          {"--launch", "parallel"}, {"--bias", "yes"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     const char *a[] = {"loom", "moe", bad[i][0], bad[i][1]};
     CHECK(parse(&o, err, 4, a) == -1 && strstr(err, bad[i][0]), "%s %s refused: %s", bad[i][0],

@@ -6,7 +6,9 @@
  *   test_collective multi     one process per GPU
  *   test_collective loopback  one process, 2, 4 and 8 ranks on device 0
  *
- * Each case (operator x shape x dtype x activation): every rank's A and B fresh
+ * Each case (operator x shape x dtype x activation, every other one with a
+ * bias: the all-gather's each rank's own, the reduce-scatter's and
+ * all-reduce's the same on every rank): every rank's A and B fresh
  * random (a pure function of seed, case, call and rank, so any process can
  * compute the reference of any rank), C poisoned with NaN, two calls back to
  * back without a host sync (different A, different C), then every row of
@@ -25,7 +27,9 @@
  * a 128-row block, which outside the tests only a B larger than half the
  * L2 takes, or a group per owner; the all-gather's one-group mode with it,
  * LOOM_AG_ONE_GROUP: R m <= 128, or m < 128 dividing 128 and R m whole
- * blocks) and the side role's
+ * blocks; in every di = 1 case its lockstep form, LOOM_AG_LOCKSTEP = 1,
+ * where m <= 128 divides 128: every task waits for every source) and the
+ * side role's
  * slices per tile (LOOM_RS_SLICES = 1, or the
  * automatic choice: up to 8 here). All-reduce: every rank's C must also
  * be the same bits (checked where one process holds every rank).
@@ -90,6 +94,7 @@ static const int ACTS[] = {LOOM_UNSET, LOOM_ACT_RELU, LOOM_ACT_GELU, LOOM_ACT_SI
 #define MAX_ELEMS_A (600 * 2056) /* per rank's share of rows */
 #define MAX_ELEMS_B (520 * 2056)
 #define MAX_ELEMS_C (8 * 600 * 520)
+#define MAX_N 520
 
 static ranks_mode g_mode = RANKS_SINGLE;
 
@@ -116,6 +121,7 @@ typedef struct {
   cudaStream_t stream;
   void *a[CALLS], *b, *c[CALLS];
   void *g[CALLS]; /* the all-gather's a_gathered (call 1 of each case) */
+  void *bias;     /* [n] of the cases with a bias */
 } rank_ctx;
 
 static int ctx_setup(rank_ctx *c, int R) {
@@ -127,6 +133,7 @@ static int ctx_setup(rank_ctx *c, int R) {
     CUDA_T(cudaMalloc(&c->g[k], (size_t)R * MAX_ELEMS_A * sizeof(float)));
   }
   CUDA_T(cudaMalloc(&c->b, MAX_ELEMS_B * sizeof(float)));
+  CUDA_T(cudaMalloc(&c->bias, MAX_N * sizeof(float)));
   return 0;
 }
 
@@ -138,6 +145,7 @@ static void ctx_free(rank_ctx *c) {
     if (c->g[k]) cudaFree(c->g[k]);
   }
   if (c->b) cudaFree(c->b);
+  if (c->bias) cudaFree(c->bias);
   if (c->stream) cudaStreamDestroy(c->stream);
 }
 
@@ -181,7 +189,7 @@ static int upload(rank_ctx *c, int cs, int k, const shape_t *s, int arows, loom_
 }
 
 static loom_gemm_args_t args_of(const rank_ctx *c, int k, const shape_t *s, int arows, loom_dtype_t dt,
-                                int act) {
+                                int act, int bias) {
   loom_gemm_args_t a = LOOM_GEMM_ARGS_INIT;
   a.dtype = dt;
   a.m = arows;
@@ -191,13 +199,32 @@ static loom_gemm_args_t args_of(const rank_ctx *c, int k, const shape_t *s, int 
   a.b = c->b;
   a.c = c->c[k];
   a.activation = act;
+  a.bias = bias ? c->bias : NULL;
   return a;
+}
+
+/* The bias of case cs on `rank` ([n], rounded to the dtype): the all-gather's
+ * own (each rank's shard of the column-parallel layer), the reduce-scatter's
+ * and all-reduce's rank 0's on every rank (the row-parallel layer's one
+ * bias, passed by every rank). */
+static int bias_rank(int op, int rank) { return op == OP_AG ? rank : 0; }
+static void gen_bias(float *x, const shape_t *s, int cs, int brank, loom_dtype_t dt) {
+  gen_matrix(x, (size_t)s->n, cs, 0, brank, 2, dt);
+}
+static int upload_bias(rank_ctx *c, int cs, int op, const shape_t *s, loom_dtype_t dt, float *tmp, void *packed) {
+  size_t es = 0;
+  loom_dtype_size(dt, &es);
+  CUDA_T(cudaSetDevice(c->device));
+  gen_bias(tmp, s, cs, bias_rank(op, c->rank), dt);
+  ref_pack_array(packed, tmp, (size_t)s->n, (int)dt);
+  CUDA_T(cudaMemcpy(c->bias, packed, (size_t)s->n * es, cudaMemcpyHostToDevice));
+  return 0;
 }
 
 /* Rank c->rank's output of case cs (its A from call `data_call`, in buffer
  * c->c[k]) against the reference; one CHECK. worst: the largest row error. */
 static int verify(const rank_ctx *c, int op, int R, int cs, int data_call, int k, const shape_t *s,
-                  loom_dtype_t dt, int act, const char *what, double *worst) {
+                  loom_dtype_t dt, int act, int bias, const char *what, double *worst) {
   size_t es = 0;
   loom_dtype_size(dt, &es);
   /* output rows: every rank's m (all-gather), or this rank's m of the sum */
@@ -205,10 +232,10 @@ static int verify(const rank_ctx *c, int op, int R, int cs, int data_call, int k
   float *out = malloc((size_t)M * n * sizeof(float));
   void *raw = malloc((size_t)M * n * es);
   float *A = malloc((size_t)ar * K * sizeof(float)), *B = malloc((size_t)n * K * sizeof(float));
-  float *ref = malloc((size_t)n * sizeof(float));
+  float *ref = malloc((size_t)n * sizeof(float)), *bv = calloc((size_t)n, sizeof(float));
   double *sum = malloc((size_t)M * n * sizeof(double));
   int rc = 0;
-  if (!out || !raw || !A || !B || !ref || !sum) {
+  if (!out || !raw || !A || !B || !ref || !bv || !sum) {
     CHECK(0, "host allocation failed");
     rc = -1;
     goto done;
@@ -220,6 +247,7 @@ static int verify(const rank_ctx *c, int op, int R, int cs, int data_call, int k
     goto done;
   }
   ref_unpack_array(out, raw, (size_t)M * n, (int)dt);
+  if (bias) gen_bias(bv, s, cs, bias_rank(op, c->rank), dt); /* else zeros */
   const double tol = dt == LOOM_FP32 ? TOL_TF32 : op != OP_AG ? TOL_16BIT_RS : TOL_16BIT;
   double w = 0;
   int bad_row = -1;
@@ -241,7 +269,7 @@ static int verify(const rank_ctx *c, int op, int R, int cs, int data_call, int k
     }
     for (int i = 0; i < M; i++) {
       for (int j = 0; j < n; j++) {
-        const double v = sum[(size_t)i * n + j];
+        const double v = sum[(size_t)i * n + j] + (double)bv[j];
         ref[j] = (float)(act == LOOM_UNSET ? v : ref_act(ref_act_of(act), v));
       }
       const double e = ref_rel_error(out + (size_t)i * n, ref, (size_t)n);
@@ -260,6 +288,7 @@ static int verify(const rank_ctx *c, int op, int R, int cs, int data_call, int k
         const float *b = B + (size_t)j * K;
         double acc = 0;
         for (int p = 0; p < K; p++) acc += (double)a[p] * (double)b[p];
+        acc += (double)bv[j];
         ref[j] = (float)(act == LOOM_UNSET ? acc : ref_act(ref_act_of(act), acc));
       }
       const int row = src * s->m + i;
@@ -271,8 +300,10 @@ static int verify(const rank_ctx *c, int op, int R, int cs, int data_call, int k
     }
   }
   *worst = w;
-  CHECK(bad_row < 0, "%s: %s: rank %d of %d: %dx%dx%d %s act %d call %d: row %d error %.3g > %.0e (worst %.3g)",
-        what, OP_NAME[op], c->rank, R, s->m, n, K, loom_dtype_string(dt), act, k, bad_row, w, tol, w);
+  CHECK(bad_row < 0,
+        "%s: %s: rank %d of %d: %dx%dx%d %s act %d%s call %d: row %d error %.3g > %.0e (worst %.3g)", what,
+        OP_NAME[op], c->rank, R, s->m, n, K, loom_dtype_string(dt), act, bias ? " bias" : "", k, bad_row, w, tol,
+        w);
   rc = bad_row < 0 ? 0 : -1;
 done:
   free(out);
@@ -280,6 +311,7 @@ done:
   free(A);
   free(B);
   free(ref);
+  free(bv);
   free(sum);
   return rc;
 }
@@ -364,12 +396,14 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
       const shape_t *s = &SHAPES[si];
       const loom_dtype_t dt = DTYPES[di];
       const int act = ACTS[(si + di + op) % 4];
+      const int bias = (si + di + op) % 2; /* every other case with a bias (loom_gemm_args_t.bias) */
       const int id = op * 64 + si * 3 + di, ar = rows_a(op, R, s);
       const size_t c_elems = (size_t)(op == OP_AG ? R : 1) * s->m * s->n;
       size_t es = 0;
       loom_dtype_size(dt, &es);
       for (int i = 0; i < nl && rc == 0; i++) {
         for (int k = 0; k < CALLS && rc == 0; k++) rc = upload(&cs[i], id, k, s, ar, dt, tmp, packed);
+        if (rc == 0 && bias) rc = upload_bias(&cs[i], id, op, s, dt, tmp, packed);
         for (int k = 0; k < CALLS && rc == 0; k++)
           if (cudaMemset(cs[i].c[k], 0xFF, c_elems * es) != cudaSuccess ||
               (op == OP_AG && cudaMemset(cs[i].g[k], 0xFF, (size_t)R * ar * s->k * es) != cudaSuccess))
@@ -391,7 +425,11 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
        * above 128 rows too, which B this small would not take), or a group
        * per owner / source */
       setenv("LOOM_RS_ONE_TILE", id / 8 % 2 ? "0" : "1", 1);
-      setenv("LOOM_AG_ONE_GROUP", id / 8 % 2 ? "0" : "1", 1);
+      /* the all-gather's one group also in every di = 1 case, there in
+       * its lockstep form (LOOM_AG_LOCKSTEP: every task waits for every
+       * source; m = 128 and m = 64 here) */
+      setenv("LOOM_AG_ONE_GROUP", id / 8 % 2 && di != 1 ? "0" : "1", 1);
+      setenv("LOOM_AG_LOCKSTEP", di == 1 ? "1" : "0", 1);
       if (id / 4 % 2) /* one side-role item per tile, or the automatic slices (up to 8 here) */
         setenv("LOOM_RS_SLICES", "1", 1);
       else
@@ -400,7 +438,7 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
       for (int k = 0; k < CALLS; k++)
         for (int i = 0; i < nl; i++) {
           cudaSetDevice(cs[i].device);
-          loom_gemm_args_t a = args_of(&cs[i], k, s, ar, dt, act);
+          loom_gemm_args_t a = args_of(&cs[i], k, s, ar, dt, act, bias);
           if (op == OP_AG && k == 1) a.a_gathered = cs[i].g[k]; /* call 0 without, call 1 with */
           const loom_result_t r = call_op(op, cs[i].comm, &a, cs[i].stream);
           CHECK(r == LOOM_SUCCESS, "%s: rank %d %s: %s", what, cs[i].rank, OP_NAME[op], loom_last_error());
@@ -427,7 +465,7 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
       for (int i = 0; i < nl; i++)
         for (int k = 0; k < CALLS; k++) {
           double w = 0;
-          if (verify(&cs[i], op, R, id, k, k, s, dt, act, what, &w) != 0) rc = -1;
+          if (verify(&cs[i], op, R, id, k, k, s, dt, act, bias, what, &w) != 0) rc = -1;
           if (w > worst_all) worst_all = w;
           if (op == OP_AG && k == 1 && verify_gathered(&cs[i], R, id, k, k, s, dt, what) != 0) rc = -1;
         }
@@ -441,6 +479,7 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
   unsetenv("LOOM_RS_SLICES");
   unsetenv("LOOM_RS_ONE_TILE");
   unsetenv("LOOM_AG_ONE_GROUP");
+  unsetenv("LOOM_AG_LOCKSTEP");
   printf("  %s R=%d: %d cases (three operators) x %d calls, worst row error %.3g\n", what, R, ncase, CALLS,
          worst_all);
   free(tmp);
@@ -462,7 +501,7 @@ static int run_graph_case(rank_ctx *cs, int R) {
     if (upload(&cs[i], id, 0, s, s->m, dt, tmp, packed) != 0) return -1;
     CUDA_T(cudaStreamSynchronize(cs[i].stream));
     CUDA_T(cudaStreamBeginCapture(cs[i].stream, cudaStreamCaptureModeThreadLocal));
-    const loom_gemm_args_t a = args_of(&cs[i], 0, s, s->m, dt, LOOM_UNSET);
+    const loom_gemm_args_t a = args_of(&cs[i], 0, s, s->m, dt, LOOM_UNSET, 0);
     const loom_result_t r = loom_ag_gemm(cs[i].comm, &a, cs[i].stream);
     CUDA_T(cudaStreamEndCapture(cs[i].stream, &graph[i]));
     CHECK(r == LOOM_SUCCESS, "graph: rank %d loom_ag_gemm: %s", i, loom_last_error());
@@ -493,7 +532,7 @@ static int run_graph_case(rank_ctx *cs, int R) {
     }
     for (int i = 0; i < R && rc == 0; i++) {
       double w = 0;
-      if (verify(&cs[i], OP_AG, R, id, rep + 2, 0, s, dt, LOOM_UNSET, "graph replay", &w) != 0) rc = -1;
+      if (verify(&cs[i], OP_AG, R, id, rep + 2, 0, s, dt, LOOM_UNSET, 0, "graph replay", &w) != 0) rc = -1;
     }
   }
   for (int i = 0; i < R; i++) {
@@ -525,7 +564,7 @@ static int run_fault_case(rank_ctx *cs, int nl, int R, int f) {
     if (cs[i].rank == R - 1) continue;
     const int ar = rows_a(op, R, s);
     if (upload(&cs[i], 200, 0, s, ar, LOOM_BF16, tmp, packed) != 0) rc = -1;
-    const loom_gemm_args_t a = args_of(&cs[i], 0, s, ar, LOOM_BF16, LOOM_UNSET);
+    const loom_gemm_args_t a = args_of(&cs[i], 0, s, ar, LOOM_BF16, LOOM_UNSET, 0);
     LOOM_T(call_op(op, cs[i].comm, &a, cs[i].stream));
   }
   for (int i = 0; i < nl; i++) {

@@ -201,14 +201,15 @@ class TestConfigs(unittest.TestCase):
         self.assertEqual(ctypes.sizeof(_lib.MoeTraceInfoC), 40)
         self.assertEqual(ctypes.sizeof(_lib.MoeArgsC), 64)
         self.assertEqual(ctypes.sizeof(_lib.MoeStatsC), (2 * 64 + 3 + 5) * 8)
-        self.assertEqual(ctypes.sizeof(_lib.GemmArgsC), 80)  # a_gathered since session 22
+        self.assertEqual(ctypes.sizeof(_lib.GemmArgsC), 88)  # a_gathered since session 22, bias 24
 
     def test_ag_gemm_workspace(self):
         # pure host arithmetic in libloom (no GPU): every rank's 300 x 1032
         # bf16 rows rounded to 256 bytes, one slot per 128 rows + 2
         a = _lib.gemm_args_init()
-        self.assertEqual((a.struct_size, a.version, a.activation), (80, _lib.API_VERSION, -1))
+        self.assertEqual((a.struct_size, a.version, a.activation), (88, _lib.API_VERSION, -1))
         self.assertIsNone(a.a_gathered)
+        self.assertIsNone(a.bias)
         a.m, a.n, a.k = 300, 264, 1032
         b, s = ctypes.c_size_t(), ctypes.c_int()
         self.assertEqual(_lib.lib.loom_ag_gemm_workspace_bytes(ctypes.byref(a), 4, ctypes.byref(b),

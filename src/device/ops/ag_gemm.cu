@@ -98,7 +98,7 @@ static __device__ __forceinline__ void ag_put(int4 *dst, const int4 *src, unsign
   for (; i < n; i += T) dst[i] = ag_ld<CG>(src + i);
 }
 
-/* The other way to push (ag_side<true>, the ping-pong tile): bulk copies
+/* The other way to push (ag_side<true, .>, the ping-pong tile): bulk copies
  * (TMA) through a staging ring in shared memory, AG_STG_BUFS buffers of
  * AG_STG_BYTES, issued by one thread: ~24 KB of loads and a store in flight
  * per SM where the copy above has 6 KB. It pushes faster, and pays where
@@ -155,9 +155,12 @@ static __device__ __forceinline__ void ag_put_bulk(char *dst, const char *src, u
 }
 
 /* BULK: the pushes as bulk copies (ag_put_bulk, thread 0 of the side role;
- * the other threads only meet at its barriers), else ag_put. */
-template <bool BULK> struct ag_side {
+ * the other threads only meet at its barriers), else ag_put. BIAS: the
+ * engine's epilogue adds hop_params.bias (loom_gemm_args_t.bias;
+ * hop_side_bias): the launches without one run the kernels as before. */
+template <bool BULK, bool BIAS> struct ag_side {
   static constexpr bool active = true;
+  static constexpr bool bias = BIAS;
   static constexpr bool has_done = false;
   /* tasks from a counter (the cooperative tile; hop_dyn): the readiness
    * waits and the pushes delay single blocks, and under the static order
@@ -298,7 +301,7 @@ static __device__ __forceinline__ int ag_diagnose(const ag_kparams &p, const hop
   return coll_check_tags<true>(c, epoch, (p.m - 1) / LOOM_AG_BLOCK_ROWS, f);
 }
 
-template <class CFG, int ACT, int OUT>
+template <class CFG, int ACT, int OUT, bool BIAS>
 __global__ void __launch_bounds__(CFG::threads, 1) ag_gemm_kernel(const __grid_constant__ ag_kparams P) {
   extern __shared__ uint8_t ag_smem_raw[];
   __shared__ ag_side_state st;
@@ -311,7 +314,7 @@ __global__ void __launch_bounds__(CFG::threads, 1) ag_gemm_kernel(const __grid_c
     coll_stamp(P.stamps, LOOM_COLL_STAMP_BEGIN);
     st.failed = 0;
     st.ok = 1;
-    if constexpr (CFG::pingpong) { /* ag_side<true>'s staging ring */
+    if constexpr (CFG::pingpong) { /* ag_side<true, .>'s staging ring */
       const ag_staging sg = ag_staging_get();
       for (int b = 0; b < AG_STG_BUFS; b++) ptx_mbar_init(&sg.bar[b], 1);
       ptx_fence_mbar_init();
@@ -319,8 +322,8 @@ __global__ void __launch_bounds__(CFG::threads, 1) ag_gemm_kernel(const __grid_c
   }
   __syncthreads();
   /* P.hp.groups / group_maps: offsets to P.groups / P.maps (maps_const) */
-  hop_gemm_run<CFG, ACT, OUT, ag_side<CFG::pingpong>>(P.hp, ag_smem_raw, (uint32_t)epoch,
-                                                       ag_side<CFG::pingpong>{&P, epoch, &st});
+  hop_gemm_run<CFG, ACT, OUT, ag_side<CFG::pingpong, BIAS>>(P.hp, ag_smem_raw, (uint32_t)epoch,
+                                                             ag_side<CFG::pingpong, BIAS>{&P, epoch, &st});
   if (threadIdx.x == 0) coll_stamp(P.stamps, LOOM_COLL_STAMP_GEMM); /* a consumer thread */
   __syncthreads(); /* consumers at 232 registers, the producer warpgroup at 40: light code only (hop_gemm_run) */
   if (threadIdx.x == 0) {
@@ -333,11 +336,33 @@ __global__ void __launch_bounds__(CFG::threads, 1) ag_gemm_kernel(const __grid_c
 
 /* ---- host ------------------------------------------------------------------ */
 
+/* The lockstep form of the one-group mode (session 25): every task waits
+ * for every source's rows, not only for those it multiplies, so all the
+ * tasks start together and the R tasks of a B column block read it from
+ * HBM once, in step. Where the tasks fill about one wave (few rows a
+ * source) and B is larger than half the L2, a task that started as soon
+ * as its own sources landed ran ahead of the others of its column block,
+ * and each of them streamed that block of B again from HBM: at 128 rows a
+ * source on 4x H100 the GEMM phase took 140-200 us where the engine alone
+ * takes 99 (bench/RESULTS.md session 25). Taken for sources of at most
+ * one row block whose R m rows fill whole blocks (one flag per source),
+ * B past half the L2, and at most two waves of wide tiles.
+ * LOOM_AG_LOCKSTEP=0 turns it off, =1 forces it where the rows allow. */
+static int ag_lockstep(const loom_coll_args *a, int R, int sms) {
+  const int64_t m = a->m, all = (int64_t)R * m;
+  if (R < 2 || m > COLL_ONE_GROUP_ROWS || COLL_ONE_GROUP_ROWS % m || all % COLL_ONE_GROUP_ROWS) return 0;
+  const char *force = getenv("LOOM_AG_LOCKSTEP");
+  if (force && !strcmp(force, "0")) return 0;
+  if (force && !strcmp(force, "1")) return 1;
+  const int64_t wide = all / COLL_ONE_GROUP_ROWS * ((a->n + 255) / 256);
+  return coll_b_past_l2(a) && wide <= 2 * (int64_t)sms;
+}
+
 /* The engine groups of a call (the launch's tile is chosen on them): one
  * of all R m rows in the one-group mode (file comment; coll_one_group,
  * LOOM_AG_ONE_GROUP=0 turns it off, =1 on where the rows allow), or one
  * per source of m; *rows the rows of each. */
-static int ag_groups(const loom_coll_args *a, int R, int *rows) {
+static int ag_groups(const loom_coll_args *a, int R, int sms, int *rows) {
   const int64_t m = a->m, all = (int64_t)R * m;
   /* above one block: sources of fewer rows than a block (a group per source
    * left its tiles part empty and read B once per source), every block of
@@ -347,7 +372,8 @@ static int ag_groups(const loom_coll_args *a, int R, int *rows) {
    * 128 rows a source, 196.2 -> 203.7 us; 2x H100 180.7 -> 203.2
    * (bench/RESULTS.md session 24). */
   const int one = coll_one_group(all, R, all, coll_b_past_l2(a), "LOOM_AG_ONE_GROUP") &&
-                  (all <= COLL_ONE_GROUP_ROWS || (m < COLL_ONE_GROUP_ROWS && all % COLL_ONE_GROUP_ROWS == 0));
+                  (all <= COLL_ONE_GROUP_ROWS || (m < COLL_ONE_GROUP_ROWS && all % COLL_ONE_GROUP_ROWS == 0) ||
+                   ag_lockstep(a, R, sms));
   *rows = (int)(one ? R * m : m);
   return one ? 1 : R;
 }
@@ -360,7 +386,7 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   memset(&kp, 0, sizeof kp);
   const size_t es = CFG::esize;
   int g_rows = 0;
-  const int g_count = ag_groups(a, R, &g_rows);
+  const int g_count = ag_groups(a, R, c->sms, &g_rows);
   cudaError_t e = coll_params<CFG>(&kp.hp, ACT, g_count, g_rows, a->n, a->k, a->n, c->sms, a->error, c->timeout_ns,
                                    offsetof(ag_kparams, groups) - offsetof(ag_kparams, hp),
                                    offsetof(ag_kparams, maps) - offsetof(ag_kparams, hp),
@@ -396,11 +422,13 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     hg->rows = R * a->m;
     hg->tile_begin = 0;
     hg->c = a->c; /* rows in source order: C's */
-    /* m-block i: flags[s][0] of its sources s = i per .. i per + per - 1 (one block: all R) */
-    const int per = one_block ? R : CFG::TM / (int)a->m;
+    /* m-block i: flags[s][0] of its sources s = i per .. i per + per - 1
+     * (one block, or the lockstep form: all R) */
+    const int all = one_block || ag_lockstep(a, R, c->sms);
+    const int per = all ? R : CFG::TM / (int)a->m;
     hg->ready = (const uint32_t *)a->flags_local;
     hg->ready_target = 0;
-    hg->ready_stride = one_block ? 0 : per * 2 * c->slots;
+    hg->ready_stride = all ? 0 : per * 2 * c->slots;
     hg->ready_n = per;
     hg->ready_n_stride = 2 * c->slots; /* 8-byte flags, slots a source */
   }
@@ -411,11 +439,29 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   kp.stride = stride;
   kp.m = a->m;
   /* pieces: the largest that still gives every block one per destination,
-   * but not below AG_MIN_PIECE_BYTES */
+   * but not below AG_MIN_PIECE_BYTES. The lockstep form waits for every
+   * destination's pieces at once, so the order of destinations does not
+   * matter there: the fewest rows a block pushes in all (rounds of pieces
+   * times their rows; ties to the larger piece, one fence and count each),
+   * e.g. 4 rows (64 KB) at 128 rows a source on 4 GPUs where the rule above
+   * took 1 and left each block four pieces one behind the other. */
   int pr_rows = LOOM_AG_BLOCK_ROWS;
-  while (pr_rows > 1 && (a->m + pr_rows - 1) / pr_rows < c->sms &&
-         (size_t)(pr_rows / 2) * kp.row_bytes >= AG_MIN_PIECE_BYTES)
-    pr_rows /= 2;
+  if (one && ag_lockstep(a, R, c->sms)) {
+    int64_t best = -1;
+    for (int pr = LOOM_AG_BLOCK_ROWS; pr >= 1; pr /= 2) {
+      if (pr < LOOM_AG_BLOCK_ROWS && (size_t)pr * kp.row_bytes < AG_MIN_PIECE_BYTES) break;
+      const int64_t items = (int64_t)R * ((a->m + pr - 1) / pr); /* the own part too */
+      const int64_t cost = (items + c->sms - 1) / c->sms * pr;
+      if (best < 0 || cost < best) {
+        best = cost;
+        pr_rows = pr;
+      }
+    }
+  } else {
+    while (pr_rows > 1 && (a->m + pr_rows - 1) / pr_rows < c->sms &&
+           (size_t)(pr_rows / 2) * kp.row_bytes >= AG_MIN_PIECE_BYTES)
+      pr_rows /= 2;
+  }
   const char *force = getenv("LOOM_AG_PIECE_ROWS"); /* diagnostics: a power of two <= LOOM_AG_BLOCK_ROWS */
   if (force && atoi(force) >= 1) pr_rows = coll_pow2_floor(atoi(force), LOOM_AG_BLOCK_ROWS);
   kp.piece_rows = pr_rows;
@@ -424,7 +470,9 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   kp.counters = a->counters;
   kp.stamps = a->stamps;
   kp.hp.tile_counter = &c->ctrl->tiles;
-  return coll_launch<CFG>(ag_gemm_kernel<CFG, ACT, OUT>, kp, c, stream);
+  kp.hp.bias = a->bias; /* the engine's epilogue adds it (one rank's reduce-scatter / all-reduce too) */
+  if (a->bias) return coll_launch<CFG>(ag_gemm_kernel<CFG, ACT, OUT, true>, kp, c, stream);
+  return coll_launch<CFG>(ag_gemm_kernel<CFG, ACT, OUT, false>, kp, c, stream);
 }
 
 template <class CFG, int ACT, int OUT> struct ag_launcher {
@@ -436,6 +484,6 @@ template <class CFG, int ACT, int OUT> struct ag_launcher {
 extern "C" cudaError_t loom_launch_ag_gemm(const loom_dev_comm *c, const loom_coll_args *a,
                                            cudaStream_t stream) {
   int rows = 0;
-  const int groups = ag_groups(a, c->nranks, &rows);
-  return coll_dispatch<ag_launcher, true>(c, a, a->dtype, a->act, groups, rows, a->n, stream);
+  const int groups = ag_groups(a, c->nranks, c->sms, &rows);
+  return coll_dispatch<ag_launcher, true>(c, a, a->dtype, a->act, groups, rows, a->n, coll_wide_ok(a, 1), stream);
 }

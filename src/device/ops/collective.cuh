@@ -14,11 +14,22 @@
 #include "ops.h"
 
 /* The tiles, every dtype: 128 x 256 with both consumer warpgroups on one
- * tile and one wgmma batch in flight (hop_large_w1), unless that gives
- * fewer tiles than the grid has blocks; then the ping-pong 128 x 128 tile
- * (twice the tiles). On 1x H200 (docs/collective_gemm.md "Measured") the
- * wide tile beat ping-pong by 12-15% (bf16, K = 8192 and 16384) and 6%
- * (TF32); at M = K = 4096, N = 256 (32 wide tiles on 132 SMs) it lost 29%.
+ * tile and one wgmma batch in flight (hop_large_w1), unless that leaves
+ * more than half the grid's blocks without a tile; then the ping-pong
+ * 128 x 128 tile (twice the tiles). On 1x H200 (docs/collective_gemm.md
+ * "Measured") the wide tile beat ping-pong by 12-15% (bf16, K = 8192 and
+ * 16384) and 6% (TF32); at M = K = 4096, N = 256 (32 wide tiles on 132
+ * SMs) it lost 29%. Between half a wave and one wave (session 25) it
+ * depends on the operator (coll_wide_ok): the engine alone (1x H100,
+ * bench/gemm --shape mid) ran 112 wide tiles of 512 x 7168 x 8192 in
+ * 99.2 us against ping-pong's 111.7 and 128 of 512 x 8192 x 7168 in 85.7
+ * against 104.3 (at 56 and 64, ping-pong won: 61 against 88, 105 against
+ * 146), and on 4 GPUs the wide tile took the reduce-scatter / all-reduce
+ * at 512 tokens (k = 7168) from 136.3 / 170.3 to 126.0 / 163.3 us; but
+ * at mKernel M = 8192 (k = 2048, 128 wide tiles) the reduce-scatter went
+ * from 66.9 to 72.6, and the all-gather there (n = 512: its pushes, not
+ * its GEMM, are the work; the ping-pong form pushes with bulk copies) from
+ * 383.3 to 431.8. 
  * Both 128 rows per task: one readiness flag per LOOM_AG_BLOCK_ROWS rows. */
 template <int DT> struct coll_wide { typedef hop_large_w1<DT> cfg; };
 template <int DT> struct coll_narrow { typedef hop_pp<DT> cfg; };
@@ -35,11 +46,13 @@ static_assert(hop_large_w1<HOP_BF16>::TM == LOOM_AG_BLOCK_ROWS && hop_pp<HOP_BF1
               "one flag per task row block");
 
 /* Whether a launch of `tasks_wide` wide tiles on `sms` blocks takes the
- * narrow tile. LOOM_AG_TILE=wide|narrow forces one (tests cover both;
- * diagnostics). Every rank of a call must decide the same: the inputs are
- * the same shapes and SM counts on every rank. */
-static inline int coll_narrow_tile(int64_t tasks_wide, int sms) {
-  int narrow = tasks_wide < sms;
+ * narrow tile: where at most half the blocks would get a wide tile, and
+ * below one wave unless the operator finds the wide tile worth it there
+ * (wide_ok, coll_wide_ok). LOOM_AG_TILE=wide|narrow forces one (tests
+ * cover both; diagnostics). Every rank of a call must decide the same: the
+ * inputs are the same shapes and SM counts on every rank. */
+static inline int coll_narrow_tile(int64_t tasks_wide, int sms, int wide_ok) {
+  int narrow = 2 * tasks_wide <= sms || (tasks_wide < sms && !wide_ok);
   const char *force = getenv("LOOM_AG_TILE");
   if (force && !strcmp(force, "wide")) narrow = 0;
   if (force && !strcmp(force, "narrow")) narrow = 1;
@@ -224,25 +237,37 @@ static cudaError_t coll_by_act(const loom_dev_comm *c, const A *a, int act, cuda
   }
 }
 
+/* Whether a call takes the wide tile between half a wave and one: a long
+ * mainloop (k >= COLL_WIDE_MIN_K, so the cooperative tile's exposed
+ * epilogue is a small part of a task), and, for the all-gather, a GEMM
+ * that outweighs the pushes (n >= COLL_WIDE_MIN_N per rank; the ping-pong
+ * form pushes with bulk copies). The measurements are at the tile rule
+ * above; the two thresholds sit between them, not at a measured edge. */
+#define COLL_WIDE_MIN_K 4096
+#define COLL_WIDE_MIN_N 2048
+static inline int coll_wide_ok(const loom_coll_args *a, int all_gather) {
+  return a->k >= COLL_WIDE_MIN_K && (!all_gather || a->n >= COLL_WIDE_MIN_N);
+}
+
 template <template <class, int, int> class L, class A, int DT, int OUT, bool DECODE>
 static cudaError_t coll_by_tile(const loom_dev_comm *c, const A *a, int act, int groups, int rows, int n,
-                                cudaStream_t s) {
+                                int wide_ok, cudaStream_t s) {
   typedef typename coll_wide<DT>::cfg W;
   typedef typename coll_narrow<DT>::cfg N;
   if (DECODE && coll_decode_tile(rows)) return coll_by_act<L, A, typename coll_decode<DT>::cfg, OUT>(c, a, act, s);
   const int64_t wide = (int64_t)groups * ((rows + W::BM - 1) / W::BM) * ((n + W::BN - 1) / W::BN);
-  if (coll_narrow_tile(wide, c->sms)) return coll_by_act<L, A, N, OUT>(c, a, act, s);
+  if (coll_narrow_tile(wide, c->sms, wide_ok)) return coll_by_act<L, A, N, OUT>(c, a, act, s);
   return coll_by_act<L, A, W, OUT>(c, a, act, s);
 }
 
 /* DECODE: the operator offers the decode tile (coll_decode_tile). */
 template <template <class, int, int> class L, bool DECODE, class A>
 static cudaError_t coll_dispatch(const loom_dev_comm *c, const A *a, int dtype, int act, int groups, int rows,
-                                 int n, cudaStream_t s) {
+                                 int n, int wide_ok, cudaStream_t s) {
   switch (dtype) {
-  case LOOM_BF16: return coll_by_tile<L, A, HOP_BF16, HOP_OUT_BF16, DECODE>(c, a, act, groups, rows, n, s);
-  case LOOM_FP16: return coll_by_tile<L, A, HOP_FP16, HOP_OUT_FP16, DECODE>(c, a, act, groups, rows, n, s);
-  case LOOM_FP32: return coll_by_tile<L, A, HOP_TF32, HOP_OUT_FP32, DECODE>(c, a, act, groups, rows, n, s);
+  case LOOM_BF16: return coll_by_tile<L, A, HOP_BF16, HOP_OUT_BF16, DECODE>(c, a, act, groups, rows, n, wide_ok, s);
+  case LOOM_FP16: return coll_by_tile<L, A, HOP_FP16, HOP_OUT_FP16, DECODE>(c, a, act, groups, rows, n, wide_ok, s);
+  case LOOM_FP32: return coll_by_tile<L, A, HOP_TF32, HOP_OUT_FP32, DECODE>(c, a, act, groups, rows, n, wide_ok, s);
   default: return cudaErrorInvalidValue;
   }
 }

@@ -89,6 +89,8 @@ struct rs_kparams {
   int one_tile;     /* the one-tile mode (RS_ONE_TILE_ROWS): one group over all m rows */
   uint32_t *counters; /* all-reduce: [nranks][slots], row rank: slices reduced per own tile */
   uint64_t *stamps;   /* [blocks][LOOM_COLL_STAMPS] */
+  const char *bias;   /* the BIAS kernels: [n], added to the sum before the activation (the
+                         engine's partials carry none) */
 };
 static_assert(sizeof(rs_kparams) <= 4096, "kernel parameter: 4 KB");
 static_assert(hop_pp<HOP_BF16>::BM == LOOM_RS_MIN_TILE && hop_pp<HOP_BF16>::BN == LOOM_RS_MIN_TILE &&
@@ -201,16 +203,17 @@ static __device__ __forceinline__ size_t rs_vec_off(int v, int vpr, size_t pitch
 }
 
 /* A team of NT threads: nv vectors of a slice, out = act(sum over the R
- * sources' partials at src + s * stride, in source order, fp32), also into
+ * sources' partials at src + s * stride, in source order, fp32; BIAS: then
+ * + the bias at `bias`, the slice's first column), also into
  * fin[1 .. R - 1] + the slice's offset (all-reduce: every peer's window,
  * over NVLink; stores, so nothing waits for them here). The loads of SB
  * sources are issued before their adds (one load in flight per thread made
  * the reductions latency-bound: ~200 GB/s per GPU for the side warps), and
  * the adds stay in source order (bitwise deterministic). */
-template <int ACT, class T, bool AR, int NT, int SB>
+template <int ACT, class T, bool AR, int NT, int SB, bool BIAS>
 static __device__ __forceinline__ void rs_reduce_rows(char *out, const char *src, size_t stride, int R,
-                                                      char *const *fin, size_t fin_off, int nv, int vpr,
-                                                      size_t pitch, unsigned tid) {
+                                                      char *const *fin, size_t fin_off, const char *bias,
+                                                      int nv, int vpr, size_t pitch, unsigned tid) {
   typedef rs_vec<T> V;
   for (int v = (int)tid; v < nv; v += NT) {
     const size_t off = rs_vec_off(v, vpr, pitch);
@@ -226,6 +229,7 @@ static __device__ __forceinline__ void rs_reduce_rows(char *out, const char *src
       for (int i = 0; i < SB; i++)
         if (s0 + i < R) V::add(acc, q[i]);
     }
+    if constexpr (BIAS) V::add(acc, __ldg((const int4 *)(bias + (size_t)(v % vpr) * 16)));
 #pragma unroll
     for (int e = 0; e < V::n; e++) acc[e] = hop_act<ACT>(acc[e]);
     const int4 q = V::pack(acc);
@@ -256,7 +260,10 @@ static __device__ __forceinline__ void rs_copy_rows(char *out, const char *src, 
   }
 }
 
-template <int ACT, class T, bool AR>
+/* BIAS: the reductions add rs_kparams.bias to the sum (rs_reduce_rows); the
+ * engine's epilogue adds none to the partials (no `bias` member here:
+ * hop_side_bias is false). */
+template <int ACT, class T, bool AR, bool BIAS>
 struct rs_side {
   static constexpr bool active = true;
   static constexpr bool has_done = true;
@@ -392,8 +399,9 @@ struct rs_side {
       char *const out = p.out + (AR ? (size_t)loom_ar_row0(p.m, R, o) * pitch : 0) + off;
       char *const win = loom_local_ptr(p.c, p.c.data_offset);
       if (o == r) {
-        rs_reduce_rows<ACT, T, AR, NT, SB>(out, win + off, p.stride, R, p.fin_peer, off, rows * vpr, vpr, pitch,
-                                           tid);
+        rs_reduce_rows<ACT, T, AR, NT, SB, BIAS>(out, win + off, p.stride, R, p.fin_peer, off,
+                                                 BIAS ? p.bias + (size_t)nb * p.bn * sizeof(T) : NULL, rows * vpr,
+                                                 vpr, pitch, tid);
         if (AR) { /* the tile's last slice tells every peer */
           ptx_named_bar_sync(BAR, NT);
           if (tid == 0) {
@@ -464,7 +472,7 @@ static __device__ __forceinline__ int rs_diagnose(const rs_kparams &p, const rs_
   return coll_check_tags<false>(c, epoch, 0, f); /* its first tile acquired every source's flag */
 }
 
-template <class CFG, int ACT, int OUT, bool AR>
+template <class CFG, int ACT, int OUT, bool AR, bool BIAS>
 __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_constant__ rs_kparams P) {
   typedef typename hop_out_type<OUT>::T T;
   static_assert(CFG::consumer_wgs * 128 == RS_CONS_THREADS, "rs_side::after: every consumer thread");
@@ -498,8 +506,8 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
   /* partials leave the epilogue as they are: the activation comes after the
    * sum. A block whose credit wait gave up stores nothing into any window. */
   if (!st.stop)
-    hop_gemm_run<CFG, HOP_ACT_NONE, OUT, rs_side<ACT, T, AR>>(P.hp, rs_smem_raw, (uint32_t)epoch,
-                                                              rs_side<ACT, T, AR>{&P, epoch, &st});
+    hop_gemm_run<CFG, HOP_ACT_NONE, OUT, rs_side<ACT, T, AR, BIAS>>(P.hp, rs_smem_raw, (uint32_t)epoch,
+                                                                    rs_side<ACT, T, AR, BIAS>{&P, epoch, &st});
   /* consumers at 232 registers, the producer warpgroup at 40: light code
    * only (the GEMM stamp is rs_side::after's) */
   __syncthreads();
@@ -660,7 +668,9 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   kp.counters = a->counters;
   kp.stamps = a->stamps;
   kp.hp.tile_counter = &c->ctrl->tiles;
-  return coll_launch<CFG>(rs_gemm_kernel<CFG, ACT, OUT, AR>, kp, c, stream);
+  kp.bias = (const char *)a->bias;
+  if (a->bias) return coll_launch<CFG>(rs_gemm_kernel<CFG, ACT, OUT, AR, true>, kp, c, stream);
+  return coll_launch<CFG>(rs_gemm_kernel<CFG, ACT, OUT, AR, false>, kp, c, stream);
 }
 
 template <class CFG, int ACT, int OUT> struct rs_launcher {
@@ -678,12 +688,12 @@ extern "C" cudaError_t loom_launch_gemm_rs(const loom_dev_comm *c, const loom_co
                                            cudaStream_t stream) {
   int rows = 0;
   const int groups = rs_groups(a, c->nranks, &rows);
-  return coll_dispatch<rs_launcher, true>(c, a, a->dtype, a->act, groups, rows, a->n, stream);
+  return coll_dispatch<rs_launcher, true>(c, a, a->dtype, a->act, groups, rows, a->n, coll_wide_ok(a, 0), stream);
 }
 
 extern "C" cudaError_t loom_launch_gemm_ar(const loom_dev_comm *c, const loom_coll_args *a,
                                            cudaStream_t stream) {
   int rows = 0;
   const int groups = rs_groups(a, c->nranks, &rows);
-  return coll_dispatch<ar_launcher, true>(c, a, a->dtype, a->act, groups, rows, a->n, stream);
+  return coll_dispatch<ar_launcher, true>(c, a, a->dtype, a->act, groups, rows, a->n, coll_wide_ok(a, 0), stream);
 }

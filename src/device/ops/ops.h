@@ -96,6 +96,7 @@ typedef struct {
   const void *a, *b;
   void *c;
   void *a_gathered;       /* all-gather: NULL, or [nranks m x k], every rank's a in rank order */
+  const void *bias;       /* NULL, or [n] in dtype, 16-byte aligned: added before the activation */
   char *data_local;       /* this rank's data region (device address of its window) */
   uint64_t *flags_local;  /* this rank's flags[0][0] (device address of its window) */
   uint32_t *counters;     /* all-gather: [nranks][slots], zero between calls */

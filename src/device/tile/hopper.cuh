@@ -324,6 +324,9 @@ struct hop_params {
                                     group over its [rows x n_out] (host groups) or one over the
                                     [dg_capacity x n_out] buffer (device groups); NULL: direct
                                     stores (row_ptr, fp32 output, C not 16-byte aligned) */
+  const void *bias;              /* [n] in the output type, added to column (B row) j before the
+                                    activation, where the SIDE asks for it (hop_side_bias; not
+                                    with SwiGLU): the collective GEMMs' loom_gemm_args_t.bias */
 };
 
 /* The launch's group table and group maps (see hop_params.maps_const): a
@@ -492,6 +495,16 @@ template <class S, class = void> struct hop_side_defer {
 };
 template <class S> struct hop_side_defer<S, decltype((void)S::defer_done, void())> {
   static constexpr bool value = S::defer_done;
+};
+
+/* Whether a SIDE's launches add hop_params.bias in the epilogue: its
+ * `static constexpr bool bias`, false when it has none (the kernels
+ * without one compile as before the bias existed). */
+template <class S, class = void> struct hop_side_bias {
+  static constexpr bool value = false;
+};
+template <class S> struct hop_side_bias<S, decltype((void)S::bias, void())> {
+  static constexpr bool value = S::bias;
 };
 
 /* Whether a SIDE wants the consumer threads once their tasks are done: its
@@ -1079,7 +1092,7 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
         if (skipped) break;
       }
       if (!skipped) {
-        hop_epilogue<CFG, ACT, OUT, CFG::acc_regs>(acc, p, t, row_off, col_off);
+        hop_epilogue<CFG, ACT, OUT, CFG::acc_regs, hop_side_bias<SIDE>::value>(acc, p, t, row_off, col_off);
         hop_task_done<CFG>(side, t, wg);
       }
     }
@@ -1108,7 +1121,9 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
       if (p.split_k > 1) {
         hop_splitk_finish<CFG, ACT, OUT>(acc, p, sm, t, skipped, row_off, col_off);
       } else if (!skipped) {
-        if (!idle) hop_epilogue_store<CFG, ACT, OUT, CFG::acc_regs>(acc, p, t, gp, stg, row_off, col_off, cmap_fenced);
+        if (!idle)
+          hop_epilogue_store<CFG, ACT, OUT, CFG::acc_regs, hop_side_bias<SIDE>::value>(acc, p, t, gp, stg, row_off,
+                                                                                        col_off, cmap_fenced);
         if (defer) {
           pend = t;
           pending = 1;
@@ -1147,7 +1162,8 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
       if (!hop_mainloop_w1<CFG>(acc, sm, da0, db0, t, stage, phase, HOP_BAR_ORDER + (wg ^ 1), has_next)) {
 #pragma unroll
         for (int h = 0; h < CFG::m_halves; h++)
-          hop_epilogue<CFG, ACT, OUT, CFG::WG_N / 2>(acc + h * (CFG::WG_N / 2), p, t, 64 * h, 0);
+          hop_epilogue<CFG, ACT, OUT, CFG::WG_N / 2, hop_side_bias<SIDE>::value>(acc + h * (CFG::WG_N / 2), p, t,
+                                                                                  64 * h, 0);
         hop_task_done<CFG>(side, t, wg);
       }
     }

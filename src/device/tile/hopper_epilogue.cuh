@@ -118,6 +118,50 @@ static __device__ __forceinline__ float hop_chunk_val(const float *acc, int o, i
   }
   return hop_out_val<ACT>(acc, o, h, e);
 }
+
+/* The bias of B row (pre-activation column) col: hop_params.bias in the
+ * output type T, 0 past N. Read-only for the whole launch. */
+static __device__ __forceinline__ float hop_to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+static __device__ __forceinline__ float hop_to_f32(__half v) { return __half2float(v); }
+static __device__ __forceinline__ float hop_to_f32(float v) { return v; }
+template <typename T> static __device__ __forceinline__ float hop_bias1(const hop_params &p, int col) {
+  return col < p.n ? hop_to_f32(__ldg((const T *)p.bias + col)) : 0.f;
+}
+
+/* The bias of B rows col and col + 1 (col even, 0 past N) in one
+ * read-only load of two elements (hop_params.bias is 16-byte aligned). */
+static __device__ __forceinline__ float2 hop_to_f32x2(__nv_bfloat162 v) { return __bfloat1622float2(v); }
+static __device__ __forceinline__ float2 hop_to_f32x2(__half2 v) { return __half22float2(v); }
+static __device__ __forceinline__ float2 hop_to_f32x2(float2 v) { return v; }
+template <typename T> struct hop_pair;
+template <> struct hop_pair<__nv_bfloat16> { typedef __nv_bfloat162 T2; };
+template <> struct hop_pair<__half> { typedef __half2 T2; };
+template <> struct hop_pair<float> { typedef float2 T2; };
+template <typename T> static __device__ __forceinline__ float2 hop_bias2(const hop_params &p, int col) {
+  typedef typename hop_pair<T>::T2 T2;
+  if (col + 1 < p.n) return hop_to_f32x2(__ldg((const T2 *)((const T *)p.bias + col)));
+  return make_float2(hop_bias1<T>(p, col), 0.f);
+}
+
+/* hop_chunk_val, with BIAS (a SIDE's `static constexpr bool bias`,
+ * hop_side_bias) the bias of B row bcol added before the activation (not
+ * under SwiGLU). Without, the same code as before the bias existed: no
+ * + 0 (which is not a no-op for -0.f), no load. */
+template <int ACT, bool BIAS, typename T>
+static __device__ __forceinline__ float hop_val(const float *acc, int o, int h, int e, const hop_params &p,
+                                                int bcol) {
+  static_assert(!(BIAS && ACT == HOP_ACT_SWIGLU), "no bias under SwiGLU");
+  if constexpr (BIAS) return hop_act<ACT>(acc[4 * o + 2 * h + e] + hop_bias1<T>(p, bcol));
+  else return hop_chunk_val<ACT>(acc, o, h, e);
+}
+/* The same with the bias value b already loaded (hop_bias2: the epilogues
+ * load a batch of pairs before they compute and store, so the loads are in
+ * flight together instead of one behind each store). */
+template <int ACT, bool BIAS>
+static __device__ __forceinline__ float hop_val_b(const float *acc, int o, int h, int e, float b) {
+  if constexpr (BIAS) return hop_act<ACT>(acc[4 * o + 2 * h + e] + b);
+  else return hop_chunk_val<ACT>(acc, o, h, e);
+}
 template <int ACT> static __device__ __forceinline__ int hop_out_col(int b_row) {
   return ACT == HOP_ACT_SWIGLU ? b_row / 2 : b_row; /* b_row: a multiple of 64 under SwiGLU */
 }
@@ -152,7 +196,7 @@ static __device__ __forceinline__ hop_gptrs hop_group_ptrs(const hop_params &p, 
  * Stores: with p.store16 (16-bit output, every row 16-byte aligned) each
  * quad transposes four chunks and stores 16 bytes per lane (hop_quad_store);
  * otherwise column pairs (4 or 8 bytes) straight from the fragment. */
-template <class CFG, int ACT, int OUT, int NACC>
+template <class CFG, int ACT, int OUT, int NACC, bool BIAS = false>
 static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_params &p, const hop_task &t,
                                                     const hop_gptrs &gp, int row_off, int col_off) {
   typedef typename hop_out_type<OUT>::T T;
@@ -166,6 +210,7 @@ static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_
     const int q = lane & 3;
     constexpr int NOUT = ACT == HOP_ACT_SWIGLU ? NACC / 8 : NACC / 4; /* output chunks of the slab */
     const int ocol0 = hop_out_col<ACT>(t.n_blk * CFG::BN + col_off);
+    const int bcol0 = t.n_blk * CFG::BN + col_off + 2 * q; /* BIAS: B row of this lane's first value */
 #pragma unroll
     for (int h = 0; h < 2; h++) {
       const int row = row0 + 8 * h;
@@ -177,8 +222,15 @@ static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_
 #pragma unroll
       for (int a = 0; a < NOUT / 4; a++) {
         float x[8];
+        float2 bb[4]; /* BIAS: chunks 4a .. 4a + 3 */
+        if constexpr (BIAS) {
 #pragma unroll
-        for (int k = 0; k < 8; k++) x[k] = hop_chunk_val<ACT>(acc, 4 * a + k / 2, h, k % 2) * scale;
+          for (int i = 0; i < 4; i++) bb[i] = hop_bias2<T>(p, bcol0 + 8 * (4 * a + i));
+        }
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+          x[k] = hop_val_b<ACT, BIAS>(acc, 4 * a + k / 2, h, k % 2, !BIAS ? 0.f : k % 2 ? bb[k / 2].y : bb[k / 2].x) *
+                 scale;
         const int col = ocol0 + 32 * a + 8 * q;
         hop_quad_store(dst, col, live && col < p.n_out, x);
       }
@@ -203,7 +255,8 @@ static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_
                        hop_swiglu_val(acc, i, i + 4, h, 1) * scale);
           }
         } else if (col < p.n) {
-          hop_store2(dst + col, hop_out_val<ACT>(acc, i, h, 0) * scale, hop_out_val<ACT>(acc, i, h, 1) * scale);
+          hop_store2(dst + col, hop_val<ACT, BIAS, T>(acc, i, h, 0, p, col) * scale,
+                     hop_val<ACT, BIAS, T>(acc, i, h, 1, p, col + 1) * scale);
         }
       }
     }
@@ -237,7 +290,7 @@ static __device__ __forceinline__ int hop_tma_rows(const hop_params &p, const ho
  * `cmap_fenced`: the C map last acquired by this thread (host groups'
  * maps are written by the host: fence.proxy.tensormap before the first
  * store through each). Every lane of the warp calls it. */
-template <class CFG, int ACT, int OUT, int NACC>
+template <class CFG, int ACT, int OUT, int NACC, bool BIAS = false>
 static __device__ __forceinline__ void hop_epilogue_tma(const float *acc, const hop_params &p, const hop_task &t,
                                                         const hop_gptrs &gp, uint8_t *stg, int row_off,
                                                         int col_off, int &cmap_fenced) {
@@ -247,6 +300,7 @@ static __device__ __forceinline__ void hop_epilogue_tma(const float *acc, const 
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
   const int wrow = t.m_blk * CFG::BM + row_off + warp * 16; /* group row of the warp's first row */
   const int ocol0 = hop_out_col<ACT>(t.n_blk * CFG::BN + col_off);
+  const int bcol0 = t.n_blk * CFG::BN + col_off + 2 * (lane & 3); /* BIAS: B row of this lane's first value */
   const CUtensorMap *map = p.c_maps + t.desc;
   if (lane == 0 && cmap_fenced != t.desc) {
     ptx_fence_tensormap_acquire(map);
@@ -265,6 +319,11 @@ static __device__ __forceinline__ void hop_epilogue_tma(const float *acc, const 
 #pragma unroll
   for (int b = 0; b < NB; b++) {
     const uint32_t half = row_addr + (uint32_t)((b & 1) * 16 * 128);
+    float2 bb[8]; /* BIAS: chunks 8b .. 8b + 7, loaded before the staging buffer is waited for */
+    if constexpr (BIAS) {
+#pragma unroll
+      for (int i = 0; i < 8; i++) bb[i] = hop_bias2<T>(p, bcol0 + 8 * (8 * b + i));
+    }
     if (lane == 0) ptx_bulk_wait_read<1>();
     __syncwarp();
 #pragma unroll
@@ -273,8 +332,9 @@ static __device__ __forceinline__ void hop_epilogue_tma(const float *acc, const 
 #pragma unroll
       for (int m = 0; m < 4; m++) {
         const int o = 8 * b + j + (m >> 1), h = m & 1; /* output chunk, row half */
-        r[m] = hop_pack2((T *)0, hop_chunk_val<ACT>(acc, o, h, 0) * scale[h],
-                         hop_chunk_val<ACT>(acc, o, h, 1) * scale[h]);
+        const float2 bo = BIAS ? bb[j + (m >> 1)] : make_float2(0.f, 0.f);
+        r[m] = hop_pack2((T *)0, hop_val_b<ACT, BIAS>(acc, o, h, 0, bo.x) * scale[h],
+                         hop_val_b<ACT, BIAS>(acc, o, h, 1, bo.y) * scale[h]);
       }
       const int cc = j + (mat >> 1); /* chunk of this lane's row inside the block */
       ptx_stmatrix_x4(half + (uint32_t)((cc ^ r8) << 4), r[0], r[1], r[2], r[3]);
@@ -291,23 +351,23 @@ static __device__ __forceinline__ void hop_epilogue_tma(const float *acc, const 
 
 /* A cooperative consumer WG's slab: through TMA (HOP_EPI_TMA, 16-bit
  * output, hop_tma_rows) or with direct stores. */
-template <class CFG, int ACT, int OUT, int NACC>
+template <class CFG, int ACT, int OUT, int NACC, bool BIAS = false>
 static __device__ __forceinline__ void hop_epilogue_store(const float *acc, const hop_params &p, const hop_task &t,
                                                           const hop_gptrs &gp, uint8_t *stg, int row_off,
                                                           int col_off, int &cmap_fenced) {
   if constexpr (CFG::epi_tma && OUT != HOP_OUT_FP32) {
     if (hop_tma_rows<CFG>(p, t, row_off)) {
-      hop_epilogue_tma<CFG, ACT, OUT, NACC>(acc, p, t, gp, stg, row_off, col_off, cmap_fenced);
+      hop_epilogue_tma<CFG, ACT, OUT, NACC, BIAS>(acc, p, t, gp, stg, row_off, col_off, cmap_fenced);
       return;
     }
   }
-  hop_epilogue<CFG, ACT, OUT, NACC>(acc, p, t, gp, row_off, col_off);
+  hop_epilogue<CFG, ACT, OUT, NACC, BIAS>(acc, p, t, gp, row_off, col_off);
 }
 
-template <class CFG, int ACT, int OUT, int NACC>
+template <class CFG, int ACT, int OUT, int NACC, bool BIAS = false>
 static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_params &p, const hop_task &t,
                                                     int row_off, int col_off) {
-  hop_epilogue<CFG, ACT, OUT, NACC>(acc, p, t, hop_group_ptrs(p, t), row_off, col_off);
+  hop_epilogue<CFG, ACT, OUT, NACC, BIAS>(acc, p, t, hop_group_ptrs(p, t), row_off, col_off);
 }
 
 #endif /* LOOM_TILE_HOPPER_EPILOGUE_CUH */
