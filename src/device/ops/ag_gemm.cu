@@ -27,7 +27,11 @@
  * group over all R m rows (C's rows, in source order) reads B once. A task
  * of m-block i waits for flag 0 of each source whose rows it holds (the
  * engine's readiness over several counters: all R in one block, else the
- * 128 / m sources from i 128 / m on).
+ * 128 / m sources from i 128 / m on). Its lockstep form (session 25,
+ * ag_lockstep; also for sources of whole row blocks) has every task wait
+ * for all R sources, so the tasks of a B column block start together and
+ * read it from HBM once, and sizes the pushes' pieces for the fewest rows a
+ * block sends.
  *
  * Parameters travel in the kernel parameter (__grid_constant__): the group
  * table and its tensor maps there need no device memory, no copy before the
@@ -59,6 +63,7 @@ struct ag_kparams {
   int piece_rows;     /* rows per piece (divides LOOM_AG_BLOCK_ROWS) */
   int pieces;         /* ceil(m / piece_rows) per destination */
   int one_group;      /* the one-group mode: this rank is its own first destination */
+  int lockstep;       /* its lockstep form: a destination's last piece of all signals every row block */
   uint32_t *counters; /* [nranks][slots] */
   uint64_t *stamps;   /* [blocks][LOOM_COLL_STAMPS] */
 };
@@ -211,7 +216,10 @@ template <bool BULK, bool BIAS> struct ag_side {
         ag_put((int4 *)dst, (const int4 *)(p.a + off), (unsigned)((size_t)rows * p.row_bytes / 16), tid);
       }
       ptx_named_bar_sync(AG_BAR_PUSH, AG_PUSH_THREADS); /* every store of the piece issued (BULK: performed) */
-      if (tid == 0) {
+      if (tid == 0 && p.lockstep) { /* every task waits for all of it: count the source's pieces */
+        if (coll_last_part(p.counters + (size_t)d * c.slots, (uint32_t)p.pieces))
+          for (int j = 0; j * LOOM_AG_BLOCK_ROWS < p.m; j++) loom_signal(c, d, j, epoch);
+      } else if (tid == 0) {
         const int j = row0 / LOOM_AG_BLOCK_ROWS;
         const int block_rows = min(LOOM_AG_BLOCK_ROWS, p.m - j * LOOM_AG_BLOCK_ROWS);
         const uint32_t need = (uint32_t)((block_rows + p.piece_rows - 1) / p.piece_rows);
@@ -346,11 +354,18 @@ __global__ void __launch_bounds__(CFG::threads, 1) ag_gemm_kernel(const __grid_c
  * source on 4x H100 the GEMM phase took 140-200 us where the engine alone
  * takes 99 (bench/RESULTS.md session 25). Taken for sources of at most
  * one row block whose R m rows fill whole blocks (one flag per source),
- * B past half the L2, and at most two waves of wide tiles.
- * LOOM_AG_LOCKSTEP=0 turns it off, =1 forces it where the rows allow. */
+ * B past half the L2, and at most two waves of wide tiles; also for
+ * sources of whole row blocks (m a multiple of 128), whose pieces are then
+ * counted per source: its last piece signals every row block's flag, so
+ * the tasks wait for flag 0 of each source alone. LOOM_AG_LOCKSTEP=0 turns
+ * it off (so does LOOM_AG_ONE_GROUP=0), =1 forces it where the rows allow. */
 static int ag_lockstep(const loom_coll_args *a, int R, int sms) {
   const int64_t m = a->m, all = (int64_t)R * m;
-  if (R < 2 || m > COLL_ONE_GROUP_ROWS || COLL_ONE_GROUP_ROWS % m || all % COLL_ONE_GROUP_ROWS) return 0;
+  const int blocks = m % COLL_ONE_GROUP_ROWS == 0;
+  if (R < 2 || (!blocks && (m > COLL_ONE_GROUP_ROWS || COLL_ONE_GROUP_ROWS % m || all % COLL_ONE_GROUP_ROWS)))
+    return 0;
+  const char *off = getenv("LOOM_AG_ONE_GROUP");
+  if (off && !strcmp(off, "0")) return 0;
   const char *force = getenv("LOOM_AG_LOCKSTEP");
   if (force && !strcmp(force, "0")) return 0;
   if (force && !strcmp(force, "1")) return 1;
@@ -371,9 +386,9 @@ static int ag_groups(const loom_coll_args *a, int R, int sms, int *rows) {
    * and lost the wait for the own rows' copy into the window: 4x H100,
    * 128 rows a source, 196.2 -> 203.7 us; 2x H100 180.7 -> 203.2
    * (bench/RESULTS.md session 24). */
-  const int one = coll_one_group(all, R, all, coll_b_past_l2(a), "LOOM_AG_ONE_GROUP") &&
-                  (all <= COLL_ONE_GROUP_ROWS || (m < COLL_ONE_GROUP_ROWS && all % COLL_ONE_GROUP_ROWS == 0) ||
-                   ag_lockstep(a, R, sms));
+  const int one = ag_lockstep(a, R, sms) ||
+                  (coll_one_group(all, R, all, coll_b_past_l2(a), "LOOM_AG_ONE_GROUP") &&
+                   (all <= COLL_ONE_GROUP_ROWS || (m < COLL_ONE_GROUP_ROWS && all % COLL_ONE_GROUP_ROWS == 0)));
   *rows = (int)(one ? R * m : m);
   return one ? 1 : R;
 }
@@ -414,7 +429,7 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   }
   if (one) { /* one group: all R m rows from the packed parts, every source's flag 0 */
     const int one_block = R * a->m <= CFG::TM;
-    if (!one_block && CFG::TM % a->m) return cudaErrorInvalidValue; /* ag_groups' promise */
+    if (!one_block && CFG::TM % a->m && a->m % CFG::TM) return cudaErrorInvalidValue; /* ag_groups' promise */
     if ((e = hop_make_map(&kp.maps[0], CFG::dtype, a->data_local, R * a->m, a->k, a->k, CFG::BK, CFG::BM)) !=
         cudaSuccess)
       return e;
@@ -446,7 +461,8 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
    * e.g. 4 rows (64 KB) at 128 rows a source on 4 GPUs where the rule above
    * took 1 and left each block four pieces one behind the other. */
   int pr_rows = LOOM_AG_BLOCK_ROWS;
-  if (one && ag_lockstep(a, R, c->sms)) {
+  const int lock = one && ag_lockstep(a, R, c->sms);
+  if (lock) {
     int64_t best = -1;
     for (int pr = LOOM_AG_BLOCK_ROWS; pr >= 1; pr /= 2) {
       if (pr < LOOM_AG_BLOCK_ROWS && (size_t)pr * kp.row_bytes < AG_MIN_PIECE_BYTES) break;
@@ -467,6 +483,7 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   kp.piece_rows = pr_rows;
   kp.pieces = (a->m + pr_rows - 1) / pr_rows;
   kp.one_group = one;
+  kp.lockstep = lock;
   kp.counters = a->counters;
   kp.stamps = a->stamps;
   kp.hp.tile_counter = &c->ctrl->tiles;
