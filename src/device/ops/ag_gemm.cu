@@ -385,7 +385,9 @@ static int ag_groups(const loom_coll_args *a, int R, int sms, int *rows) {
    * gained nothing from one group (the same tiles, B shared in L2 alike)
    * and lost the wait for the own rows' copy into the window: 4x H100,
    * 128 rows a source, 196.2 -> 203.7 us; 2x H100 180.7 -> 203.2
-   * (bench/RESULTS.md session 24). */
+   * (bench/RESULTS.md session 24). That was with each task waiting for its
+   * own sources only; the lockstep form takes them (and sources of whole
+   * blocks) where it applies. */
   const int one = ag_lockstep(a, R, sms) ||
                   (coll_one_group(all, R, all, coll_b_past_l2(a), "LOOM_AG_ONE_GROUP") &&
                    (all <= COLL_ONE_GROUP_ROWS || (m < COLL_ONE_GROUP_ROWS && all % COLL_ONE_GROUP_ROWS == 0)));
@@ -427,6 +429,7 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     hg->ready_target = 0;  /* + the epoch, on the device */
     hg->ready_stride = 2;  /* one 8-byte flag per row block: its low word */
   }
+  const int lock = one && ag_lockstep(a, R, c->sms);
   if (one) { /* one group: all R m rows from the packed parts, every source's flag 0 */
     const int one_block = R * a->m <= CFG::TM;
     if (!one_block && CFG::TM % a->m && a->m % CFG::TM) return cudaErrorInvalidValue; /* ag_groups' promise */
@@ -439,7 +442,7 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     hg->c = a->c; /* rows in source order: C's */
     /* m-block i: flags[s][0] of its sources s = i per .. i per + per - 1
      * (one block, or the lockstep form: all R) */
-    const int all = one_block || ag_lockstep(a, R, c->sms);
+    const int all = one_block || lock;
     const int per = all ? R : CFG::TM / (int)a->m;
     hg->ready = (const uint32_t *)a->flags_local;
     hg->ready_target = 0;
@@ -461,7 +464,6 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
    * e.g. 4 rows (64 KB) at 128 rows a source on 4 GPUs where the rule above
    * took 1 and left each block four pieces one behind the other. */
   int pr_rows = LOOM_AG_BLOCK_ROWS;
-  const int lock = one && ag_lockstep(a, R, c->sms);
   if (lock) {
     int64_t best = -1;
     for (int pr = LOOM_AG_BLOCK_ROWS; pr >= 1; pr /= 2) {
