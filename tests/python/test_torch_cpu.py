@@ -470,6 +470,10 @@ class TestCollectiveGemmOps(unittest.TestCase):
         y = torch.ops.loom.gemm_ar(self.id, self.mk(5, 64, dtype=torch.float32),
                                    self.mk(48, 64, dtype=torch.float32), "none")
         self.assertEqual(y.dtype, torch.float32)
+        b = self.mk(48)  # nn.Linear.bias: the same shapes with one
+        self.assertEqual(torch.ops.loom.ag_gemm(self.id, x, w, "none", b).shape, (400, 48))
+        self.assertEqual(torch.ops.loom.gemm_rs(self.id, x, w, "relu", bias=b).shape, (25, 48))
+        self.assertEqual(lt.gemm_ar(x, w, self.comm, bias=b).shape, (100, 48))
 
     def test_wrappers_register_the_comm_once(self):
         comm = types.SimpleNamespace(handle=2, nranks=2, device=0)
@@ -495,6 +499,12 @@ class TestCollectiveGemmOps(unittest.TestCase):
             ("gemm_ar", (987654, x, w, "none"), "comm id 987654 is not a registered"),
             ("gemm_ar", (self.id, self.mk(100, 64, device="cpu"), w, "none"),
              "x is on cpu; the communicator runs on cuda:0"),
+            ("ag_gemm", (self.id, x, w, "none", self.mk(64)), "bias has shape (64,); it must be [48]"),
+            ("gemm_rs", (self.id, x, w, "none", self.mk(1, 48)), "bias has shape (1, 48)"),
+            ("gemm_ar", (self.id, x, w, "none", self.mk(48, dtype=torch.float32)),
+             "bias is torch.float32, x is torch.bfloat16"),
+            ("gemm_ar", (self.id, x, w, "none", self.mk(48, device="cpu")),
+             "bias is on cpu; the communicator runs on cuda:0"),
         ]
         for op, args, text in bad:
             with self.assertRaises(LoomArgumentError, msg=op) as cm:
@@ -519,6 +529,9 @@ class TestCollectiveGemmOps(unittest.TestCase):
         self.assertEqual(out.shape, (2, 16))
         torch.library.opcheck(torch.ops.loom.gemm_ar.default,
                               (self.id, self.mk(4, 64), self.mk(8, 64), "none"),
+                              test_utils=("test_schema",))
+        torch.library.opcheck(torch.ops.loom.ag_gemm.default,
+                              (self.id, self.mk(4, 64), self.mk(8, 64), "none", self.mk(8)),
                               test_utils=("test_schema",))
 
     def test_backward_raises(self):

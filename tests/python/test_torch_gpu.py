@@ -300,6 +300,14 @@ class TestCollectiveGemmsGPU(unittest.TestCase):
                 self.assertEqual((y.shape, y.dtype), ((300, 264), dtype))
                 err = _row_rel_err(y.cpu(), ref).max().item()
                 self.assertLessEqual(err, _tol(dtype), f"{op} {act} {dtype}")
+                # with nn.Linear's bias: act(x weight^T + bias); an odd
+                # offset into a buffer (not 16-byte aligned) is copied
+                b = torch.randn(265, generator=g).to(dtype)
+                y = getattr(lt, op)(x.cuda(), w.cuda(), self.comm, activation=act,
+                                    bias=b.cuda()[1:])
+                ref = _act(torch.nn.functional.linear(x.double(), w.double(), b[1:].double()), act)
+                err = _row_rel_err(y.cpu(), ref).max().item()
+                self.assertLessEqual(err, _tol(dtype), f"{op} {act} {dtype} bias")
 
     def test_cuda_graph_and_compile(self):
         x = torch.randn(64, 520, device="cuda").bfloat16()

@@ -1,18 +1,23 @@
 """loom's fused collective GEMMs (the tensor-parallel linear layers) as
 PyTorch custom ops (namespace "loom"), one persistent kernel per GPU each:
 
-    torch.ops.loom.ag_gemm(comm_id, x, weight, activation) -> y
+    torch.ops.loom.ag_gemm(comm_id, x, weight, activation, bias=None) -> y
         all-gather + GEMM (column-parallel linear): x [m, k] this rank's
-        rows, weight [n, k]; y [R*m, n] = act([x_0; ...; x_{R-1}] weight^T)
-    torch.ops.loom.gemm_rs(comm_id, x, weight, activation) -> y
+        rows, weight [n, k]; y [R*m, n] = act([x_0; ...; x_{R-1}] weight^T
+        + bias), bias this rank's shard of the layer's
+    torch.ops.loom.gemm_rs(comm_id, x, weight, activation, bias=None) -> y
         GEMM + reduce-scatter (row-parallel linear): x [m, k] every output
         row's activations (m a multiple of R), weight [n, k]; y [m/R, n] =
-        this rank's rows of act(sum over ranks of x_s weight_s^T)
-    torch.ops.loom.gemm_ar(comm_id, x, weight, activation) -> y
+        this rank's rows of act(sum over ranks of x_s weight_s^T + bias)
+    torch.ops.loom.gemm_ar(comm_id, x, weight, activation, bias=None) -> y
         GEMM + all-reduce: x [..., k], weight [n, k]; y [..., n] =
-        act(sum over ranks of x_s weight_s^T), the same bits on every rank
+        act(sum over ranks of x_s weight_s^T + bias), the same bits on
+        every rank
 
-weight is in nn.Linear's layout ([out, in]). activation: "none", "relu",
+weight is in nn.Linear's layout ([out, in]). bias: None or [n] of x's
+dtype (nn.Linear.bias), added once in fp32 before the activation; the
+reduce-scatter and all-reduce add it to the sum, so pass the same one on
+every rank (the row-parallel layer's). activation: "none", "relu",
 "gelu" (exact, erf) or "silu", applied after the sum. x and weight share a
 dtype (float32 runs TF32 tensor-core math, bfloat16, float16), live on the
 communicator's GPU; y is new, of x's dtype. comm_id is the int that
@@ -134,6 +139,23 @@ def _check(op: str, comm, x: torch.Tensor, weight: torch.Tensor) -> Tuple[int, i
     return m, n, k
 
 
+def _check_bias(op: str, comm, x: torch.Tensor, bias: Optional[torch.Tensor], n: int) -> None:
+    if bias is None:
+        return
+    if not isinstance(bias, torch.Tensor):
+        raise LoomArgumentError(f"{op}: bias must be a tensor or None, got {type(bias).__name__}")
+    dev = bias.device
+    if dev.type != "meta" and (dev.type != "cuda" or
+                               (dev.index is not None and dev.index != comm.device)):
+        raise LoomArgumentError(f"{op}: bias is on {dev}; the communicator runs on "
+                                f"cuda:{comm.device}")
+    if bias.dtype != x.dtype:
+        raise LoomArgumentError(f"{op}: bias is {bias.dtype}, x is {x.dtype}: they must match")
+    if tuple(bias.shape) != (n,):
+        raise LoomArgumentError(f"{op}: bias has shape {tuple(bias.shape)}; it must be [{n}] "
+                                "(weight's out-features)")
+
+
 def _out_shape(op: str, comm, x: torch.Tensor, m: int, n: int) -> Tuple[int, ...]:
     if op == "ag_gemm":
         return (comm.nranks * m, n)
@@ -143,20 +165,27 @@ def _out_shape(op: str, comm, x: torch.Tensor, m: int, n: int) -> Tuple[int, ...
 
 
 def _run(op: str, comm_id: int, x: torch.Tensor, weight: torch.Tensor,
-         activation: str) -> torch.Tensor:
+         activation: str, bias: Optional[torch.Tensor]) -> torch.Tensor:
     comm = get_comm(comm_id)
     act = _activation(activation)
     m, n, k = _check(op, comm, x, weight)
+    _check_bias(op, comm, x, bias, n)
     x2 = x.contiguous()
     if x2.data_ptr() % 16:
         x2 = x2.clone()
     if not weight.is_contiguous() or weight.data_ptr() % 16:
         raise LoomArgumentError(f"{op}: weight must be contiguous and 16-byte aligned (loom "
                                 "reads it in place)")
+    b2 = None
+    if bias is not None:  # loom takes a 16-byte aligned bias: copy one that is not
+        b2 = bias.contiguous()
+        if b2.data_ptr() % 16:
+            b2 = b2.clone()
     y = torch.empty(_out_shape(op, comm, x, m, n), dtype=x.dtype, device=x.device)
     a = _lib.gemm_args_init()
     a.dtype, a.m, a.n, a.k = int(loom_dtype(x.dtype)), m, n, k
     a.a, a.b, a.c, a.activation = x2.data_ptr(), weight.data_ptr(), y.data_ptr(), act
+    a.bias = b2.data_ptr() if b2 is not None else None
     fn = getattr(_lib.lib, f"loom_{op}")
     with torch.cuda.device(x.device):
         stream = torch.cuda.current_stream(x.device).cuda_stream
@@ -166,10 +195,11 @@ def _run(op: str, comm_id: int, x: torch.Tensor, weight: torch.Tensor,
 
 
 def _fake(op: str, comm_id: int, x: torch.Tensor, weight: torch.Tensor,
-          activation: str) -> torch.Tensor:
+          activation: str, bias: Optional[torch.Tensor]) -> torch.Tensor:
     comm = get_comm(comm_id)
     _activation(activation)
     m, n, _ = _check(op, comm, x, weight)
+    _check_bias(op, comm, x, bias, n)
     return x.new_empty(_out_shape(op, comm, x, m, n))
 
 
@@ -178,38 +208,38 @@ def _fake(op: str, comm_id: int, x: torch.Tensor, weight: torch.Tensor,
 
 @torch.library.custom_op("loom::ag_gemm", mutates_args=())
 def ag_gemm_op(comm_id: int, x: torch.Tensor, weight: torch.Tensor,
-               activation: str) -> torch.Tensor:
+               activation: str, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
     """All-gather + GEMM: y [R*m, n]."""
-    return _run("ag_gemm", comm_id, x, weight, activation)
+    return _run("ag_gemm", comm_id, x, weight, activation, bias)
 
 
 @ag_gemm_op.register_fake
-def _ag_gemm_fake(comm_id, x, weight, activation):
-    return _fake("ag_gemm", comm_id, x, weight, activation)
+def _ag_gemm_fake(comm_id, x, weight, activation, bias=None):
+    return _fake("ag_gemm", comm_id, x, weight, activation, bias)
 
 
 @torch.library.custom_op("loom::gemm_rs", mutates_args=())
 def gemm_rs_op(comm_id: int, x: torch.Tensor, weight: torch.Tensor,
-               activation: str) -> torch.Tensor:
+               activation: str, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
     """GEMM + reduce-scatter: y [m/R, n]."""
-    return _run("gemm_rs", comm_id, x, weight, activation)
+    return _run("gemm_rs", comm_id, x, weight, activation, bias)
 
 
 @gemm_rs_op.register_fake
-def _gemm_rs_fake(comm_id, x, weight, activation):
-    return _fake("gemm_rs", comm_id, x, weight, activation)
+def _gemm_rs_fake(comm_id, x, weight, activation, bias=None):
+    return _fake("gemm_rs", comm_id, x, weight, activation, bias)
 
 
 @torch.library.custom_op("loom::gemm_ar", mutates_args=())
 def gemm_ar_op(comm_id: int, x: torch.Tensor, weight: torch.Tensor,
-               activation: str) -> torch.Tensor:
+               activation: str, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
     """GEMM + all-reduce: y [..., n]."""
-    return _run("gemm_ar", comm_id, x, weight, activation)
+    return _run("gemm_ar", comm_id, x, weight, activation, bias)
 
 
 @gemm_ar_op.register_fake
-def _gemm_ar_fake(comm_id, x, weight, activation):
-    return _fake("gemm_ar", comm_id, x, weight, activation)
+def _gemm_ar_fake(comm_id, x, weight, activation, bias=None):
+    return _fake("gemm_ar", comm_id, x, weight, activation, bias)
 
 
 def _no_backward(ctx, *grads):
@@ -235,16 +265,19 @@ def _comm_id(comm) -> int:
     return cid
 
 
-def ag_gemm(x: torch.Tensor, weight: torch.Tensor, comm, activation: Optional[str] = None):
+def ag_gemm(x: torch.Tensor, weight: torch.Tensor, comm, activation: Optional[str] = None,
+           bias: Optional[torch.Tensor] = None):
     """torch.ops.loom.ag_gemm on `comm` (a loom.Comm, registered on first use)."""
-    return torch.ops.loom.ag_gemm(_comm_id(comm), x, weight, activation or "none")
+    return torch.ops.loom.ag_gemm(_comm_id(comm), x, weight, activation or "none", bias)
 
 
-def gemm_rs(x: torch.Tensor, weight: torch.Tensor, comm, activation: Optional[str] = None):
+def gemm_rs(x: torch.Tensor, weight: torch.Tensor, comm, activation: Optional[str] = None,
+           bias: Optional[torch.Tensor] = None):
     """torch.ops.loom.gemm_rs on `comm` (a loom.Comm, registered on first use)."""
-    return torch.ops.loom.gemm_rs(_comm_id(comm), x, weight, activation or "none")
+    return torch.ops.loom.gemm_rs(_comm_id(comm), x, weight, activation or "none", bias)
 
 
-def gemm_ar(x: torch.Tensor, weight: torch.Tensor, comm, activation: Optional[str] = None):
+def gemm_ar(x: torch.Tensor, weight: torch.Tensor, comm, activation: Optional[str] = None,
+           bias: Optional[torch.Tensor] = None):
     """torch.ops.loom.gemm_ar on `comm` (a loom.Comm, registered on first use)."""
-    return torch.ops.loom.gemm_ar(_comm_id(comm), x, weight, activation or "none")
+    return torch.ops.loom.gemm_ar(_comm_id(comm), x, weight, activation or "none", bias)
