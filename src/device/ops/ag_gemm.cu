@@ -369,7 +369,8 @@ static int ag_lockstep(const loom_coll_args *a, int R, int sms) {
   const char *force = getenv("LOOM_AG_LOCKSTEP");
   if (force && !strcmp(force, "0")) return 0;
   if (force && !strcmp(force, "1")) return 1;
-  const int64_t wide = all / COLL_ONE_GROUP_ROWS * ((a->n + 255) / 256);
+  const int wbn = coll_wide<HOP_BF16>::cfg::BN; /* every dtype's wide tile is as wide */
+  const int64_t wide = all / COLL_ONE_GROUP_ROWS * ((a->n + wbn - 1) / wbn);
   return coll_b_past_l2(a) && wide <= 2 * (int64_t)sms;
 }
 

@@ -33,6 +33,9 @@
  * Both 128 rows per task: one readiness flag per LOOM_AG_BLOCK_ROWS rows. */
 template <int DT> struct coll_wide { typedef hop_large_w1<DT> cfg; };
 template <int DT> struct coll_narrow { typedef hop_pp<DT> cfg; };
+static_assert(hop_large_w1<HOP_BF16>::BN == hop_large_w1<HOP_TF32>::BN &&
+                  hop_large_w1<HOP_BF16>::BN == hop_large_w1<HOP_FP16>::BN,
+              "one wide-tile width for every dtype (the all-gather's lockstep test counts them)");
 /* Decode (session 23): every group of at most COLL_DECODE_ROWS rows, the
  * 64 x 128 cooperative tile (hop_small_w1). The weights are the traffic;
  * the ping-pong tile streamed them slower the fewer rows a task had (1x
