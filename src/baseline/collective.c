@@ -2,7 +2,6 @@
  * `loom ag-gemm`, `loom gemm-rs` and `loom gemm-ar` compare loom's fused
  * kernels with (baseline.h). The three share one state, one create and
  * destroy, and one GEMM call; each has its own forward. */
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,13 +75,6 @@ static int coll_takes(const struct loom_coll_baseline *b, int op, const loom_gem
          a->m <= b->max_m;
 }
 
-/* The bias, where a's struct has the field (NULL otherwise); it is added
- * with the activation, after the GEMM (all-gather) or after the NCCL sum
- * (reduce-scatter, all-reduce), as one more elementwise pass. */
-static const void *coll_bias(const loom_gemm_args_t *a) {
-  return a->struct_size > offsetof(loom_gemm_args_t, bias) ? a->bias : NULL;
-}
-
 /* Row-major C [M x n] = A [M x k] B^T, B [n x k] (the nn.Linear layout),
  * on `stream`, fp32 accumulation (TF32 tensor cores for fp32), C in the
  * dtype. Column-major, the same bytes are C^T = (B^T)' (A^T)'. */
@@ -112,7 +104,7 @@ loom_result_t loom_ag_baseline_forward(loom_ag_baseline_t b, const loom_gemm_arg
   LOOM_ARG(coll_takes(b, COLL_AG, a) && a->k == b->dim && a->n >= 1, fn,
            "not an all-gather baseline, or arguments that do not match it (dtype, m <= max_m, k)");
   loom_result_t res = LOOM_SUCCESS;
-  const void *bias = coll_bias(a);
+  const void *bias = loom_gemm_args_bias(a); /* added in the activation pass */
   const int dt = (int)b->dtype, M = (int)(b->nranks * a->m), n = (int)a->n;
   NCCL_CHECK(ncclAllGather(a->a, b->buf, (size_t)a->m * (size_t)a->k, nccl_type(dt), b->nccl,
                            stream));
@@ -141,7 +133,7 @@ loom_result_t loom_rs_baseline_forward(loom_rs_baseline_t b, const loom_gemm_arg
            "not a reduce-scatter baseline, or arguments that do not match it (dtype, m <= max_m, "
            "n, m %% nranks)");
   loom_result_t res = LOOM_SUCCESS;
-  const void *bias = coll_bias(a);
+  const void *bias = loom_gemm_args_bias(a);
   const int dt = (int)b->dtype, n = (int)a->n, mo = (int)(a->m / b->nranks);
   BLAS_CHECK(gemm_nt(b, (int)a->m, n, (int)a->k, a->a, a->b, b->buf, stream));
   NCCL_CHECK(ncclReduceScatter(b->buf, a->c, (size_t)mo * (size_t)n, nccl_type(dt), ncclSum,
@@ -169,7 +161,7 @@ loom_result_t loom_ar_baseline_forward(loom_ar_baseline_t b, const loom_gemm_arg
   LOOM_ARG(coll_takes(b, COLL_AR, a) && a->n == b->dim, fn,
            "not an all-reduce baseline, or arguments that do not match it (dtype, m <= max_m, n)");
   loom_result_t res = LOOM_SUCCESS;
-  const void *bias = coll_bias(a);
+  const void *bias = loom_gemm_args_bias(a);
   const int dt = (int)b->dtype, M = (int)a->m, n = (int)a->n;
   BLAS_CHECK(gemm_nt(b, M, n, (int)a->k, a->a, a->b, a->c, stream));
   NCCL_CHECK(ncclAllReduce(a->c, a->c, (size_t)M * (size_t)n, nccl_type(dt), ncclSum, b->nccl,

@@ -23,11 +23,6 @@ static void *gathered_of(const loom_gemm_args_t *a) {
   return a->struct_size > GEMM_ARGS_V2_SIZE ? a->a_gathered : NULL;
 }
 
-/* The caller's bias, NULL where its struct has none. */
-static const void *bias_of(const loom_gemm_args_t *a) {
-  return a->struct_size > GEMM_ARGS_V3_SIZE ? a->bias : NULL;
-}
-
 /* The args struct as the caller built it: LOOM_GEMM_ARGS_INIT's size (or
  * the size before a_gathered, or before bias) and a version this library
  * knows (the struct is new at LOOM_API_VERSION 2). */
@@ -112,7 +107,7 @@ static loom_result_t check_call(const char *fn, const char *sizer, loom_comm_t c
                  !overlap(g, g_bytes, a->c, c_bytes),
              fn, "a_gathered overlaps a, b or c");
   }
-  const void *bias = bias_of(a);
+  const void *bias = loom_gemm_args_bias(a);
   if (bias != NULL) { /* read while c (and a_gathered) are written */
     const size_t n_bytes = (size_t)a->n * es;
     LOOM_ARG(((uintptr_t)bias & 15) == 0, fn, "bias must be 16-byte aligned");
@@ -144,7 +139,7 @@ static loom_coll_args launch_args(loom_comm_t comm, const loom_gemm_args_t *a) {
   la.b = a->b;
   la.c = a->c;
   la.a_gathered = gathered_of(a);
-  la.bias = bias_of(a);
+  la.bias = loom_gemm_args_bias(a);
   la.data_local = (char *)comm->window_base + comm->layout.data_offset;
   la.flags_local = (uint64_t *)((char *)comm->window_base + comm->layout.flags_offset);
   la.counters = comm->op_counters;

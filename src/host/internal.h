@@ -76,6 +76,13 @@ struct loom_comm {
 
 #include "../device/ops/moe.h"
 
+/* The caller's loom_gemm_args_t.bias, NULL where its struct predates the
+ * field (2026-11-27): the library's checks and launches, and the
+ * baselines, read it through this. */
+static inline const void *loom_gemm_args_bias(const loom_gemm_args_t *a) {
+  return a->struct_size > offsetof(loom_gemm_args_t, bias) ? a->bias : NULL;
+}
+
 #define LOOM_MOE_MAGIC 0x6d6f6531u /* "moe1" */
 
 /* The layer's window layout for `config` on `nranks` ranks (moe.h has the

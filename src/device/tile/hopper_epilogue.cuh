@@ -144,21 +144,15 @@ template <typename T> static __device__ __forceinline__ float2 hop_bias2(const h
 }
 
 /* hop_chunk_val, with BIAS (a SIDE's `static constexpr bool bias`,
- * hop_side_bias) the bias of B row bcol added before the activation (not
- * under SwiGLU). Without, the same code as before the bias existed: no
- * + 0 (which is not a no-op for -0.f), no load. */
-template <int ACT, bool BIAS, typename T>
-static __device__ __forceinline__ float hop_val(const float *acc, int o, int h, int e, const hop_params &p,
-                                                int bcol) {
-  static_assert(!(BIAS && ACT == HOP_ACT_SWIGLU), "no bias under SwiGLU");
-  if constexpr (BIAS) return hop_act<ACT>(acc[4 * o + 2 * h + e] + hop_bias1<T>(p, bcol));
-  else return hop_chunk_val<ACT>(acc, o, h, e);
-}
-/* The same with the bias value b already loaded (hop_bias2: the epilogues
- * load a batch of pairs before they compute and store, so the loads are in
- * flight together instead of one behind each store). */
+ * hop_side_bias) the bias value b of its B row added before the activation
+ * (not under SwiGLU). The 16-bit epilogues load b in batches of pairs
+ * (hop_bias2) before they compute and store, so the loads are in flight
+ * together instead of one behind each store. Without BIAS, the same code
+ * as before the bias existed: no + 0 (which is not a no-op for -0.f), no
+ * load. */
 template <int ACT, bool BIAS>
 static __device__ __forceinline__ float hop_val_b(const float *acc, int o, int h, int e, float b) {
+  static_assert(!(BIAS && ACT == HOP_ACT_SWIGLU), "no bias under SwiGLU");
   if constexpr (BIAS) return hop_act<ACT>(acc[4 * o + 2 * h + e] + b);
   else return hop_chunk_val<ACT>(acc, o, h, e);
 }
@@ -255,8 +249,8 @@ static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_
                        hop_swiglu_val(acc, i, i + 4, h, 1) * scale);
           }
         } else if (col < p.n) {
-          hop_store2(dst + col, hop_val<ACT, BIAS, T>(acc, i, h, 0, p, col) * scale,
-                     hop_val<ACT, BIAS, T>(acc, i, h, 1, p, col + 1) * scale);
+          hop_store2(dst + col, hop_val_b<ACT, BIAS>(acc, i, h, 0, BIAS ? hop_bias1<T>(p, col) : 0.f) * scale,
+                     hop_val_b<ACT, BIAS>(acc, i, h, 1, BIAS ? hop_bias1<T>(p, col + 1) : 0.f) * scale);
         }
       }
     }
