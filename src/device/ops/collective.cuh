@@ -152,6 +152,10 @@ static cudaError_t coll_params(hop_params *hp, int act, int R, int rows, int n, 
   hp->maps_const = 1; /* offsets from the hop_params, which the kernel reads in place */
   hp->group_maps = (const CUtensorMap *)(uintptr_t)maps_off;
   hp->groups = (const hop_group *)(uintptr_t)groups_off;
+  /* one task per TPC first (hop_block_slot); LOOM_COLL_SPREAD=0: the
+   * blocks in index order (diagnostics) */
+  const char *spread = getenv("LOOM_COLL_SPREAD");
+  hp->spread = !(spread && !strcmp(spread, "0"));
   return cudaSuccess;
 }
 

@@ -319,6 +319,11 @@ struct hop_params {
                                     memory, zero at launch, that the blocks' producers take
                                     tasks from; the operator zeroes it again as the launch ends
                                     (the collective GEMMs: loom_ctrl.tiles, loom_kernel_end) */
+  int32_t spread;                /* 1-CTA configurations: 1 starts block b at task hop_block_slot(b)
+                                    (the static order's first task; the dynamic order's first, the
+                                    counter then handing out tasks from gridDim.x on), which puts
+                                    the even blocks first; 0 starts it at b (the dynamic order:
+                                    every task from the counter) */
   const CUtensorMap *c_maps;     /* HOP_EPI_TMA configurations: C maps in global memory (16-bit
                                     elements, box 64 columns x 16 rows, 128-byte swizzle), one per
                                     group over its [rows x n_out] (host groups) or one over the
@@ -458,11 +463,26 @@ struct hop_sched {
   const int32_t *tab; /* device groups: tile_begin[0] of the shared-memory table; NULL: host */
 };
 
+/* Block b's first task with hop_params.spread: the even blocks take tasks
+ * 0, 1, ... and the odd ones follow. A grid of one block per SM places
+ * blocks 2t and 2t + 1 on the two SMs of one TPC (measured, not
+ * documented: 1x H100, bench/RESULTS.md session 26), which share its
+ * path to memory, so a launch of fewer tasks than SMs that gave them to
+ * blocks 0, 1, ... ran them two to a TPC: 56 tasks streaming 117 MB of
+ * weights took 59-64 us where one to a TPC (this order, or a grid of 56
+ * blocks) took 45-47. A bijection on [0, gridDim.x) whatever the
+ * placement, so only speed depends on it. */
+static __device__ __forceinline__ int hop_block_slot(const hop_params &p) {
+  const int b = (int)blockIdx.x;
+  if (!p.spread) return b;
+  return b & 1 ? ((int)gridDim.x + 1) / 2 + b / 2 : b / 2;
+}
+
 /* `dg_table`: the block's device-group table (hop_dg_build), or NULL. */
 template <class CFG>
 static __device__ __forceinline__ hop_sched hop_sched_init(const hop_params &p, const int32_t *dg_table) {
   hop_sched s;
-  s.next = blockIdx.x / CFG::CL;
+  s.next = CFG::CL == 1 ? hop_block_slot(p) : blockIdx.x / CFG::CL;
   s.stride = gridDim.x / CFG::CL;
   s.rank = CFG::CL > 1 ? (int32_t)ptx_cluster_ctarank() : 0;
   s.group = 0;
@@ -778,7 +798,10 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
    * counter (acquired by thread 0 in hop_dg_build, then __syncthreads):
    * order this thread's TMA (async proxy) reads after it */
   if (sm.dg) ptx_fence_proxy_async_global();
-  int task = 0, next = DYN ? (int)atomicAdd(p.tile_counter, 1u) : 0;
+  /* spread: the first task is the block's slot, the counter's tickets
+   * start past every block's own */
+  const int first = DYN && p.spread ? (int)gridDim.x : 0;
+  int task = 0, next = DYN ? (p.spread ? hop_block_slot(p) : (int)atomicAdd(p.tile_counter, 1u)) : 0;
   for (;;) {
     if (DYN) {
       if ((task = next) >= sc.total) break;
@@ -811,7 +834,7 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
     for (int kb = t.kb0; kb < t.kb1; kb++) {
       /* dynamic order: the next task is taken STAGES stages before this
        * one's last (the add's latency hides behind them) */
-      if (DYN && kb == max(t.kb0, t.kb1 - CFG::STAGES)) next = (int)atomicAdd(p.tile_counter, 1u);
+      if (DYN && kb == max(t.kb0, t.kb1 - CFG::STAGES)) next = first + (int)atomicAdd(p.tile_counter, 1u);
       hop_mbar_wait(&sm.empty[stage], phase ^ 1); /* fresh barrier: parity 1 passes */
       if (kb == t.kb0) {
         sm.flag[stage] = ok ? 0u : t.phantom ? 2u : 1u;
