@@ -432,6 +432,8 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
       setenv("LOOM_AG_LOCKSTEP", di == 1 ? "1" : "0", 1);
       /* the blocks' first tasks one per TPC (hop_block_slot), or in index order */
       setenv("LOOM_COLL_SPREAD", id / 16 % 2 ? "0" : "1", 1);
+      /* B ahead of the one group's / one tile's readiness waits, or not */
+      setenv("LOOM_COLL_B_AHEAD", id % 2 ? "0" : "1", 1);
       if (id / 4 % 2) /* one side-role item per tile, or the automatic slices (up to 8 here) */
         setenv("LOOM_RS_SLICES", "1", 1);
       else
@@ -483,6 +485,7 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
   unsetenv("LOOM_AG_ONE_GROUP");
   unsetenv("LOOM_AG_LOCKSTEP");
   unsetenv("LOOM_COLL_SPREAD");
+  unsetenv("LOOM_COLL_B_AHEAD");
   printf("  %s R=%d: %d cases (three operators) x %d calls, worst row error %.3g\n", what, R, ncase, CALLS,
          worst_all);
   free(tmp);

@@ -450,6 +450,9 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     hg->ready_stride = all ? 0 : per * 2 * c->slots;
     hg->ready_n = per;
     hg->ready_n_stride = 2 * c->slots; /* 8-byte flags, slots a source */
+    /* B ahead of the rows where the group has a row block or more (coll_b_ahead) */
+    kp.hp.b_ahead = coll_b_ahead<CFG>(R * a->m >= COLL_ONE_GROUP_ROWS, kp.hp.total_tasks, c->sms, a->l2_bytes,
+                                      kp.hp.nkb);
   }
   kp.c = *c;
   kp.a = (const char *)a->a;

@@ -159,6 +159,27 @@ static cudaError_t coll_params(hop_params *hp, int act, int R, int rows, int n, 
   return cudaSuccess;
 }
 
+/* hop_params.b_ahead for a launch of `tasks` tasks whose readiness waits
+ * gate all of them at once (the all-gather's one group, the reduce-scatter's
+ * and all-reduce's one tile): B's first STAGES k-blocks into the ring and,
+ * for every task of the first wave together, up to a quarter of the L2 more
+ * into L2, while the rows (or the owners' credits) are still on their way;
+ * `on` the operator's default. 4x H100, Llama-70B-class (bench/RESULTS.md
+ * session 26): the all-gather at 128 / 256 / 512 tokens 77.0 / 83.8 / 127.8
+ * -> 75.8 / 83.0 / 125.8 us, but at 16 tokens 68.7 -> 72.0 (its pushes, done
+ * at 9 us, then end at 13-14), the reduce-scatter and all-reduce at 16 and
+ * 128 tokens +1..2 us. LOOM_COLL_B_AHEAD=0|1 forces it off / on (tests,
+ * diagnostics). */
+template <class CFG> static int coll_b_ahead(int on, int64_t tasks, int sms, size_t l2_bytes, int nkb) {
+  const char *force = getenv("LOOM_COLL_B_AHEAD");
+  if (force && !strcmp(force, "0")) return 0;
+  if (!on && !(force && !strcmp(force, "1"))) return 0;
+  const int64_t wave = tasks < sms ? tasks : sms;
+  int64_t kb = wave > 0 ? (int64_t)(l2_bytes / 4) / (wave * CFG::b_stage_bytes) : 0;
+  if (kb > nkb) kb = nkb;
+  return kb > 1 ? (int)kb : 1;
+}
+
 /* One cooperative launch of `kernel` on every SM of the communicator (a
  * loopback rank's share), CFG's threads and shared memory. */
 template <class CFG, class KP>

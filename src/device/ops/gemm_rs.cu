@@ -491,22 +491,11 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
     st.team[0].failed = st.team[1].failed = 0;
   }
   __syncthreads();
-  if (P.one_tile) {
-    /* every owner has finished the previous call (its window is free): with
-     * a group per owner, the engine's readiness wait checks that owner's
-     * credit; one group stores into every owner's window */
-    if (threadIdx.x == 0)
-      for (int o = 0; o < P.c.nranks && !st.stop; o++)
-        if (!loom_poll_flag(P.c, o, loom_credit_slot(P.c), epoch - 1, LOOM_WAIT_CREDIT, &st.team[0].fail)) {
-          st.team[0].failed = 1; /* settled after the engine (rs_diagnose) */
-          st.stop = 1;
-        }
-    __syncthreads();
-  }
   /* partials leave the epilogue as they are: the activation comes after the
-   * sum. A block whose credit wait gave up stores nothing into any window. */
-  if (!st.stop)
-    hop_gemm_run<CFG, HOP_ACT_NONE, OUT, rs_side<ACT, T, AR, BIAS>>(P.hp, rs_smem_raw, (uint32_t)epoch,
+   * sum. Every task's readiness wait is its owners' completion credits (a
+   * group per owner: that owner's; the one-tile mode: all of them), so a
+   * task whose wait gave up stores nothing into any window. */
+  hop_gemm_run<CFG, HOP_ACT_NONE, OUT, rs_side<ACT, T, AR, BIAS>>(P.hp, rs_smem_raw, (uint32_t)epoch,
                                                                     rs_side<ACT, T, AR, BIAS>{&P, epoch, &st});
   /* consumers at 232 registers, the producer warpgroup at 40: light code
    * only (the GEMM stamp is rs_side::after's) */
@@ -617,8 +606,17 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     hg->rows = a->m;
     hg->tile_begin = 0;
     hg->row_ptr = (void *const *)(uintptr_t)(offsetof(rs_kparams, one.row_dst) - offsetof(rs_kparams, hp));
-    tile_begin = (a->m + CFG::BM - 1) / CFG::BM * n_tiles; /* no readiness wait: the kernel checks every
-                                                              owner's credit first */
+    tile_begin = (a->m + CFG::BM - 1) / CFG::BM * n_tiles;
+    /* every task stores into every owner's window: its readiness is every
+     * owner's completion credit of the previous call (target epoch - 1, as
+     * a group per owner has it; the kernel's thread 0 polled them all
+     * before the engine until session 26) */
+    hg->ready = (const uint32_t *)(a->flags_local + (c->slots - 1));
+    hg->ready_target = 0xFFFFFFFFu;
+    hg->ready_stride = 0;
+    hg->ready_n = R;
+    hg->ready_n_stride = 2 * c->slots; /* 8-byte flags, slots an owner */
+    kp.hp.b_ahead = coll_b_ahead<CFG>(0, tile_begin, c->sms, a->l2_bytes, kp.hp.nkb); /* off: it lost here */
   }
   for (int g = 0; g < R && !one; g++) {
     const int o = (r + 1 + g) % R;

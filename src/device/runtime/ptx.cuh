@@ -139,6 +139,14 @@ static __device__ __forceinline__ void ptx_mbar_arrive_expect_tx(uint64_t *bar, 
                : "memory");
 }
 
+/* Add `bytes` to the current phase's expected transaction count without
+ * arriving: loads issued ahead of the arrival that completes the phase
+ * (the engine's weights ahead of a readiness wait, hop_producer). */
+static __device__ __forceinline__ void ptx_mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(ptx_smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+
 /* Arrive once (release, CTA scope), no transaction bytes. */
 static __device__ __forceinline__ void ptx_mbar_arrive(uint64_t *bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(ptx_smem_addr(bar)) : "memory");
@@ -317,6 +325,13 @@ static __device__ __forceinline__ uint64_t ptx_policy_evict_first(void) {
   uint64_t p;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
   return p;
+}
+
+/* Prefetch a 2D box of `map` at (c0, c1) into L2 (no shared memory, no
+ * barrier; a hint the memory system may drop). */
+static __device__ __forceinline__ void ptx_tma_prefetch_2d(const void *map, int32_t c0, int32_t c1) {
+  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"(map), "r"(c0), "r"(c1)
+               : "memory");
 }
 
 /* ptx_tma_load_2d with an L2 cache-hint policy (ptx_policy_*) for the lines it reads. */

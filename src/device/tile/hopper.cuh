@@ -319,6 +319,9 @@ struct hop_params {
                                     memory, zero at launch, that the blocks' producers take
                                     tasks from; the operator zeroes it again as the launch ends
                                     (the collective GEMMs: loom_ctrl.tiles, loom_kernel_end) */
+  int32_t b_ahead;               /* 1-CTA: > 0 sends B ahead of a readiness wait that has not
+                                    passed yet: the first STAGES k-blocks into the ring, this many
+                                    more into L2 (hop_b_ahead); 0: none */
   int32_t spread;                /* 1-CTA configurations: 1 starts block b at task hop_block_slot(b)
                                     (the static order's first task; the dynamic order's first, the
                                     counter then handing out tasks from gridDim.x on), which puts
@@ -786,6 +789,41 @@ static __device__ __forceinline__ void hop_release(const hop_smem &sm, uint32_t 
  * one stage in v1, all of its k-blocks otherwise (every task then takes
  * exactly kb1 - kb0 stages, which the ping-pong WGs rely on to skip the
  * other WG's tasks in the ring). */
+/* B ahead of a readiness wait (hop_params.b_ahead > 0, 1-CTA): B does not
+ * depend on the rows the task waits for, so while they are still on their
+ * way (or the owners' windows are still being read) the producer sends
+ * B's first k-blocks into the next stages' shared memory -- each stage's
+ * full barrier expects those bytes (expect_tx, no arrival: the phase
+ * cannot complete before the producer's arrival with A's bytes after the
+ * wait) -- and the following b_ahead k-blocks into L2. Returns the stages
+ * so filled (their empty waits done); stage / phase are not advanced (the
+ * main loop walks the same stages). A failed wait then arrives on those
+ * stages without A: their B bytes complete them, the consumers skip the
+ * task. */
+template <class CFG>
+static __device__ __forceinline__ int hop_b_ahead(const hop_params &p, const hop_smem &sm, const hop_task &t,
+                                                  const CUtensorMap *mb, uint32_t stage, uint32_t phase) {
+  const int pre = min(CFG::STAGES, t.kb1 - t.kb0);
+  const int32_t c1 = t.group * p.b_group_rows + t.n_blk * CFG::BN;
+  for (int i = 0; i < pre; i++) {
+    hop_mbar_wait(&sm.empty[stage], phase ^ 1);
+    ptx_mbar_expect_tx(&sm.full[stage], CFG::b_stage_bytes);
+#pragma unroll
+    for (int sub = 0; sub < CFG::KSUB; sub++)
+      ptx_tma_load_2d(sm.b + stage * CFG::b_stage_bytes + sub * CFG::b_blk_bytes, mb, &sm.full[stage],
+                      ((t.kb0 + i) * CFG::KSUB + sub) * CFG::BK, c1);
+    if (++stage == CFG::STAGES) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+  const int end = min(t.kb1, t.kb0 + pre + p.b_ahead);
+  for (int kb = t.kb0 + pre; kb < end; kb++)
+#pragma unroll
+    for (int sub = 0; sub < CFG::KSUB; sub++) ptx_tma_prefetch_2d(mb, (kb * CFG::KSUB + sub) * CFG::BK, c1);
+  return pre;
+}
+
 template <class CFG, bool CH, bool DYN = false>
 static __device__ __forceinline__ void hop_producer(const hop_params &p, const hop_smem &sm,
                                                     uint32_t ready_bias) {
@@ -824,18 +862,27 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
     /* a phantom m-block (clusters, odd m-tile count) has no counter and no
      * rows: skipped without an error; flag 2 tells the consumers */
     int ok = !t.phantom;
+    int pre = 0; /* stages whose B went out ahead of the readiness wait */
     if (ready && ok) {
       const uint32_t *r0 = ready + (size_t)t.group * g->ready_group_stride + (size_t)t.m_blk * g->ready_stride;
-      for (int i = 0; ok && i < max(1, g->ready_n); i++) /* each wait bounded */
-        ok = hop_wait_ready(r0 + (size_t)i * g->ready_n_stride, g->ready_target + ready_bias, p.timeout_ns,
-                            p.error);
+      const int rn = max(1, g->ready_n);
+      const uint32_t target = g->ready_target + ready_bias;
+      if (CFG::CL == 1 && CFG::ml != HOP_ML_V1 && p.b_ahead > 0) { /* V1 leaves a skipped task after one stage */
+        int now = 1;
+        for (int i = 0; now && i < rn; i++)
+          now = (int32_t)(ptx_ld_acquire_sys_u32(r0 + (size_t)i * g->ready_n_stride) - target) >= 0;
+        if (!now) pre = hop_b_ahead<CFG>(p, sm, t, mb, stage, phase);
+      }
+      for (int i = 0; ok && i < rn; i++) /* each wait bounded */
+        ok = hop_wait_ready(r0 + (size_t)i * g->ready_n_stride, target, p.timeout_ns, p.error);
       if (ok) ptx_fence_proxy_async_global(); /* TMA reads after the acquire */
     }
     for (int kb = t.kb0; kb < t.kb1; kb++) {
       /* dynamic order: the next task is taken STAGES stages before this
        * one's last (the add's latency hides behind them) */
       if (DYN && kb == max(t.kb0, t.kb1 - CFG::STAGES)) next = first + (int)atomicAdd(p.tile_counter, 1u);
-      hop_mbar_wait(&sm.empty[stage], phase ^ 1); /* fresh barrier: parity 1 passes */
+      const int ahead = kb - t.kb0 < pre; /* B in flight, the empty wait done (hop_b_ahead) */
+      if (!ahead) hop_mbar_wait(&sm.empty[stage], phase ^ 1); /* fresh barrier: parity 1 passes */
       if (kb == t.kb0) {
         sm.flag[stage] = ok ? 0u : t.phantom ? 2u : 1u;
         if (DYN) hop_dyn_tasks<CFG>()[stage] = task;
@@ -866,7 +913,7 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
               (uint16_t)((1u << CFG::CL) - 1u));
         }
       } else if (ok) {
-        ptx_mbar_arrive_expect_tx(&sm.full[stage], CFG::stage_bytes);
+        ptx_mbar_arrive_expect_tx(&sm.full[stage], ahead ? CFG::a_stage_bytes : CFG::stage_bytes);
         /* device groups: A rows past the group's end belong to the next group
          * or to unused capacity (read, never stored); past the capacity TMA
          * zero-fills. B rows past N of group g are group g+1's (columns >= N:
@@ -884,7 +931,7 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
           else ptx_tma_load_2d(dst, ma, &sm.full[stage], c0, c1);
         }
 #pragma unroll
-        for (int sub = 0; sub < CFG::KSUB; sub++) {
+        for (int sub = 0; sub < CFG::KSUB && !ahead; sub++) {
           uint8_t *dst = sm.b + stage * CFG::b_stage_bytes + sub * CFG::b_blk_bytes;
           const int32_t c0 = (kb * CFG::KSUB + sub) * CFG::BK, c1 = t.group * p.b_group_rows + t.n_blk * CFG::BN;
           if (p.l2_hints >= 1) ptx_tma_load_2d_hint(dst, mb, &sm.full[stage], c0, c1, ptx_policy_evict_last());
