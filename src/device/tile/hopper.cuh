@@ -782,13 +782,6 @@ static __device__ __forceinline__ void hop_release(const hop_smem &sm, uint32_t 
   if (CFG::CL > 1) ptx_mbar_arrive_cluster_pred(sm.peer_empty + 8u * stage, pred);
 }
 
-/* Producer: one thread. Per task: bounded readiness wait, then for each
- * k-block of the task wait for a free stage, arm full[s] with the stage's
- * bytes and issue the A and B boxes. A skipped task still takes stages
- * (flag = 1 on its first, plain arrives) so consumers learn it in order:
- * one stage in v1, all of its k-blocks otherwise (every task then takes
- * exactly kb1 - kb0 stages, which the ping-pong WGs rely on to skip the
- * other WG's tasks in the ring). */
 /* B ahead of a readiness wait (hop_params.b_ahead > 0, 1-CTA): B does not
  * depend on the rows the task waits for, so while they are still on their
  * way (or the owners' windows are still being read) the producer sends
@@ -824,6 +817,15 @@ static __device__ __forceinline__ int hop_b_ahead(const hop_params &p, const hop
   return pre;
 }
 
+/* Producer: one thread. Per task: bounded readiness wait, then for each
+ * k-block of the task wait for a free stage, arm full[s] with the stage's
+ * bytes and issue the A and B boxes. A skipped task still takes stages
+ * (flag = 1 on its first, plain arrives) so consumers learn it in order:
+ * one stage in v1, all of its k-blocks otherwise (every task then takes
+ * exactly kb1 - kb0 stages, which the ping-pong WGs rely on to skip the
+ * other WG's tasks in the ring). With b_ahead, the first `pre` stages of a
+ * task that had to wait already hold B (hop_b_ahead): the loop then skips
+ * their empty wait and B loads and arms them with A's bytes alone. */
 template <class CFG, bool CH, bool DYN = false>
 static __device__ __forceinline__ void hop_producer(const hop_params &p, const hop_smem &sm,
                                                     uint32_t ready_bias) {
