@@ -389,16 +389,23 @@ static __device__ __forceinline__ void hop_mbar_wait(uint64_t *bar, uint32_t par
   }
 }
 
+/* Whether readiness counter ctr has reached target (wrap-safe; acquire,
+ * system scope): hop_wait_ready's test, and hop_producer's look before
+ * it sends B ahead. */
+static __device__ __forceinline__ int hop_ready_now(const uint32_t *ctr, uint32_t target) {
+  return (int32_t)(ptx_ld_acquire_sys_u32(ctr) - target) >= 0;
+}
+
 /* Bounded wait of one thread for a readiness counter: 1 when
  * (int32)(*ctr - target) >= 0, 0 after timeout_ns (sets HOP_ERR_TIMEOUT) or at
  * once when the error word already has HOP_ERR_TIMEOUT (another wait timed
  * out: do not wait again for a dead producer; other bits do not cut waits). */
 static __device__ __forceinline__ int hop_wait_ready(const uint32_t *ctr, uint32_t target,
                                                      uint64_t timeout_ns, uint32_t *error) {
-  if ((int32_t)(ptx_ld_acquire_sys_u32(ctr) - target) >= 0) return 1;
+  if (hop_ready_now(ctr, target)) return 1;
   const uint64_t t0 = ptx_globaltimer_ns();
   for (;;) {
-    if ((int32_t)(ptx_ld_acquire_sys_u32(ctr) - target) >= 0) return 1;
+    if (hop_ready_now(ctr, target)) return 1;
     if (error && (*(volatile uint32_t *)error & HOP_ERR_TIMEOUT)) return 0;
     if (ptx_globaltimer_ns() - t0 > timeout_ns) {
       if (error) atomicOr(error, HOP_ERR_TIMEOUT);
@@ -782,6 +789,12 @@ static __device__ __forceinline__ void hop_release(const hop_smem &sm, uint32_t 
   if (CFG::CL > 1) ptx_mbar_arrive_cluster_pred(sm.peer_empty + 8u * stage, pred);
 }
 
+/* The first B row (n-block row) of task t in the B map: its group's rows
+ * (device groups) and its n-block. */
+template <class CFG> static __device__ __forceinline__ int32_t hop_b_row(const hop_params &p, const hop_task &t) {
+  return t.group * p.b_group_rows + t.n_blk * CFG::BN;
+}
+
 /* B ahead of a readiness wait (hop_params.b_ahead > 0, 1-CTA): B does not
  * depend on the rows the task waits for, so while they are still on their
  * way (or the owners' windows are still being read) the producer sends
@@ -797,7 +810,7 @@ template <class CFG>
 static __device__ __forceinline__ int hop_b_ahead(const hop_params &p, const hop_smem &sm, const hop_task &t,
                                                   const CUtensorMap *mb, uint32_t stage, uint32_t phase) {
   const int pre = min(CFG::STAGES, t.kb1 - t.kb0);
-  const int32_t c1 = t.group * p.b_group_rows + t.n_blk * CFG::BN;
+  const int32_t c1 = hop_b_row<CFG>(p, t);
   for (int i = 0; i < pre; i++) {
     hop_mbar_wait(&sm.empty[stage], phase ^ 1);
     ptx_mbar_expect_tx(&sm.full[stage], CFG::b_stage_bytes);
@@ -871,8 +884,7 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
       const uint32_t target = g->ready_target + ready_bias;
       if (CFG::CL == 1 && CFG::ml != HOP_ML_V1 && p.b_ahead > 0) { /* V1 leaves a skipped task after one stage */
         int now = 1;
-        for (int i = 0; now && i < rn; i++)
-          now = (int32_t)(ptx_ld_acquire_sys_u32(r0 + (size_t)i * g->ready_n_stride) - target) >= 0;
+        for (int i = 0; now && i < rn; i++) now = hop_ready_now(r0 + (size_t)i * g->ready_n_stride, target);
         if (!now) pre = hop_b_ahead<CFG>(p, sm, t, mb, stage, phase);
       }
       for (int i = 0; ok && i < rn; i++) /* each wait bounded */
@@ -911,7 +923,7 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
           if ((int)rank < nparts)
             ptx_tma_load_2d_multicast(
               sm.b + stage * CFG::b_stage_bytes + sub * CFG::b_blk_bytes + rank * CFG::b_box_rows * 128, mb,
-              &sm.full[stage], kc, t.group * p.b_group_rows + t.n_blk * CFG::BN + rank * CFG::b_box_rows,
+              &sm.full[stage], kc, hop_b_row<CFG>(p, t) + rank * CFG::b_box_rows,
               (uint16_t)((1u << CFG::CL) - 1u));
         }
       } else if (ok) {
@@ -935,7 +947,7 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
 #pragma unroll
         for (int sub = 0; sub < CFG::KSUB && !ahead; sub++) {
           uint8_t *dst = sm.b + stage * CFG::b_stage_bytes + sub * CFG::b_blk_bytes;
-          const int32_t c0 = (kb * CFG::KSUB + sub) * CFG::BK, c1 = t.group * p.b_group_rows + t.n_blk * CFG::BN;
+          const int32_t c0 = (kb * CFG::KSUB + sub) * CFG::BK, c1 = hop_b_row<CFG>(p, t);
           if (p.l2_hints >= 1) ptx_tma_load_2d_hint(dst, mb, &sm.full[stage], c0, c1, ptx_policy_evict_last());
           else ptx_tma_load_2d(dst, mb, &sm.full[stage], c0, c1);
         }
