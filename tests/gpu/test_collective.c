@@ -434,6 +434,9 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
       setenv("LOOM_COLL_SPREAD", id / 16 % 2 ? "0" : "1", 1);
       /* B ahead of the one group's / one tile's readiness waits, or not */
       setenv("LOOM_COLL_B_AHEAD", id % 2 ? "0" : "1", 1);
+      /* the all-gather's bulk pushes: a piece counted while the next one
+       * flies, or each at once */
+      setenv("LOOM_AG_DEFER", id / 2 % 2 ? "0" : "1", 1);
       if (id / 4 % 2) /* one side-role item per tile, or the automatic slices (up to 8 here) */
         setenv("LOOM_RS_SLICES", "1", 1);
       else
@@ -486,6 +489,7 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
   unsetenv("LOOM_AG_LOCKSTEP");
   unsetenv("LOOM_COLL_SPREAD");
   unsetenv("LOOM_COLL_B_AHEAD");
+  unsetenv("LOOM_AG_DEFER");
   printf("  %s R=%d: %d cases (three operators) x %d calls, worst row error %.3g\n", what, R, ncase, CALLS,
          worst_all);
   free(tmp);

@@ -49,6 +49,11 @@
 /* Smallest piece a push is cut into (below it the per-piece barrier,
  * counter and signal start to show); a guess, not measured yet. */
 #define AG_MIN_PIECE_BYTES 16384
+/* Bulk pushes (the ping-pong tile) grow their pieces towards this size as
+ * long as half the blocks still get one: each piece costs a block ~3 us
+ * with nothing on the wire (its staging ring drains and refills; session
+ * 27: mKernel M = 4096 on 4 GPUs, 32 KB pieces 134 us, 128 KB 116). */
+#define AG_BULK_PIECE_BYTES (256 * 1024)
 
 struct ag_kparams {
   hop_params hp;                            /* group_maps, groups: offsets to maps, groups */
@@ -64,6 +69,7 @@ struct ag_kparams {
   int pieces;         /* ceil(m / piece_rows) per destination */
   int one_group;      /* the one-group mode: this rank is its own first destination */
   int lockstep;       /* its lockstep form: a destination's last piece of all signals every row block */
+  int defer;          /* bulk pushes: a piece is counted while the next one's writes fly (LOOM_AG_DEFER=0: not) */
   uint32_t *counters; /* [nranks][slots] */
   uint64_t *stamps;   /* [blocks][LOOM_COLL_STAMPS] */
 };
@@ -125,15 +131,20 @@ static __device__ __forceinline__ ag_staging ag_staging_get() {
 }
 
 /* One thread copies n bytes (a multiple of 16, 16-aligned addresses) from
- * src (this GPU) to dst (a peer's window) through the ring, then waits
- * until every write is performed. `seq` counts the chunks the ring has
- * carried (buffer seq % AG_STG_BUFS, mbarrier phase (seq / AG_STG_BUFS) &
- * 1); every buffer is free on entry and on return. Chunk i's buffer is
- * reloaded (chunk i + AG_STG_BUFS) once the store of chunk i has read it,
- * checked one store later, so a store and AG_STG_BUFS - 1 loads stay in
- * flight. */
+ * src (this GPU) to dst (a peer's window) through the ring. `seq` counts
+ * the chunks the ring has carried (buffer seq % AG_STG_BUFS, mbarrier phase
+ * (seq / AG_STG_BUFS) & 1). On entry it waits until the earlier stores
+ * have read their buffers; chunk i's buffer is reloaded (chunk i +
+ * AG_STG_BUFS) once the store of chunk i has read it, checked one store
+ * later, so a store and AG_STG_BUFS - 1 loads stay in flight. Each chunk's
+ * store is its own bulk group; returns without waiting for the writes.
+ * Once the stores of its first (up to AG_STG_BUFS) chunks are committed,
+ * before the ring wraps, it calls prev(k) with k the groups committed so
+ * far: the earlier pieces' writes can be waited for there (ag_bulk_settle(k))
+ * while these fly. */
+template <class PREV>
 static __device__ __forceinline__ void ag_put_bulk(char *dst, const char *src, uint32_t n, ag_staging sg,
-                                                   uint32_t &seq) {
+                                                   uint32_t &seq, const PREV &prev) {
   const uint32_t chunks = (n + AG_STG_BYTES - 1) / AG_STG_BYTES;
   /* chunk i into its buffer, completing on the buffer's mbarrier */
   auto load = [&](uint32_t i) {
@@ -142,6 +153,7 @@ static __device__ __forceinline__ void ag_put_bulk(char *dst, const char *src, u
     ptx_mbar_arrive_expect_tx(&sg.bar[b], len);
     ptx_bulk_load(sg.buf + b * AG_STG_BYTES, src + off, len, &sg.bar[b]);
   };
+  ptx_bulk_wait_read<0>(); /* the previous piece's stores have read every buffer */
   uint32_t loaded = 0;
   for (; loaded < chunks && loaded < AG_STG_BUFS; loaded++) load(loaded);
   for (uint32_t i = 0; i < chunks; i++) {
@@ -149,14 +161,31 @@ static __device__ __forceinline__ void ag_put_bulk(char *dst, const char *src, u
     hop_mbar_wait(&sg.bar[b], (q / AG_STG_BUFS) & 1u);
     ptx_bulk_store(dst + off, sg.buf + b * AG_STG_BYTES, min((uint32_t)AG_STG_BYTES, n - off));
     ptx_bulk_commit();
+    if (i + 1 == min(chunks, (uint32_t)AG_STG_BUFS)) prev(i + 1);
     if (i >= 1 && loaded < chunks) { /* chunk i - 1's store has read its buffer: reload it */
       ptx_bulk_wait_read<1>();
       load(loaded++);
     }
   }
   seq += chunks;
-  ptx_bulk_wait<0>();             /* every write of the piece performed */
-  ptx_fence_proxy_async_global(); /* ordered before the signal's fence and release (generic proxy) */
+}
+
+/* Wait until every bulk group of this thread but the newest `keep` has its
+ * writes performed (keep above 7 waits as for 7: more than needed, never
+ * less), then order them before the thread's later generic-proxy fence and
+ * release (the piece's count and signal). */
+static __device__ __forceinline__ void ag_bulk_settle(uint32_t keep) {
+  switch (keep < 7u ? keep : 7u) {
+  case 0: ptx_bulk_wait<0>(); break;
+  case 1: ptx_bulk_wait<1>(); break;
+  case 2: ptx_bulk_wait<2>(); break;
+  case 3: ptx_bulk_wait<3>(); break;
+  case 4: ptx_bulk_wait<4>(); break;
+  case 5: ptx_bulk_wait<5>(); break;
+  case 6: ptx_bulk_wait<6>(); break;
+  default: ptx_bulk_wait<7>(); break;
+  }
+  ptx_fence_proxy_async_global();
 }
 
 /* BULK: the pushes as bulk copies (ag_put_bulk, thread 0 of the side role;
@@ -185,6 +214,7 @@ template <bool BULK, bool BIAS> struct ag_side {
     const unsigned tid = (unsigned)(w * 32) + (threadIdx.x & 31u);
     uint32_t credited = 0; /* destinations whose credit this block has (thread 0) */
     uint32_t seq = 0;      /* BULK: chunks through the staging ring (thread 0) */
+    int pend_d = -1, pend_row0 = 0; /* BULK: the piece issued but not yet counted (thread 0) */
     /* destinations r - 1, r - 2, ... (the one-group mode: r itself first,
      * into its own window: the previous call on this GPU has ended) */
     const int first = p.one_group ? 0 : 1, items = (R - first) * p.pieces;
@@ -211,21 +241,34 @@ template <bool BULK, bool BIAS> struct ag_side {
       const size_t off = (size_t)row0 * p.row_bytes;
       char *dst = loom_peer_ptr(c, d, c.data_offset + (size_t)r * p.stride + off);
       if constexpr (BULK) {
-        if (tid == 0) ag_put_bulk(dst, p.a + off, (uint32_t)((size_t)rows * p.row_bytes), ag_staging_get(), seq);
+        if (tid == 0) {
+          /* the previous piece is counted once its writes are performed, while
+           * this one's first stores are in flight (p.defer; else this one's at
+           * once, below) */
+          ag_put_bulk(dst, p.a + off, (uint32_t)((size_t)rows * p.row_bytes), ag_staging_get(), seq,
+                      [&](uint32_t keep) {
+                        if (pend_d < 0) return;
+                        ag_bulk_settle(keep);
+                        count(pend_d, pend_row0);
+                      });
+          pend_d = d;
+          pend_row0 = row0;
+          if (!p.defer) {
+            ag_bulk_settle(0);
+            count(d, row0);
+            pend_d = -1;
+          }
+        }
+        ptx_named_bar_sync(AG_BAR_PUSH, AG_PUSH_THREADS); /* st->ok read by all before thread 0 writes it again */
       } else {
         ag_put((int4 *)dst, (const int4 *)(p.a + off), (unsigned)((size_t)rows * p.row_bytes / 16), tid);
+        ptx_named_bar_sync(AG_BAR_PUSH, AG_PUSH_THREADS); /* every store of the piece issued */
+        if (tid == 0) count(d, row0);
       }
-      ptx_named_bar_sync(AG_BAR_PUSH, AG_PUSH_THREADS); /* every store of the piece issued (BULK: performed) */
-      if (tid == 0 && p.lockstep) { /* every task waits for all of it: count the source's pieces */
-        if (coll_last_part(p.counters + (size_t)d * c.slots, (uint32_t)p.pieces))
-          for (int j = 0; j * LOOM_AG_BLOCK_ROWS < p.m; j++) loom_signal(c, d, j, epoch);
-      } else if (tid == 0) {
-        const int j = row0 / LOOM_AG_BLOCK_ROWS;
-        const int block_rows = min(LOOM_AG_BLOCK_ROWS, p.m - j * LOOM_AG_BLOCK_ROWS);
-        const uint32_t need = (uint32_t)((block_rows + p.piece_rows - 1) / p.piece_rows);
-        if (coll_last_part(p.counters + (size_t)d * c.slots + j, need)) /* the row block's last piece */
-          loom_signal(c, d, j, epoch);                                  /* release, system scope */
-      }
+    }
+    if (BULK && tid == 0 && pend_d >= 0) { /* the last piece (also after a failed credit poll) */
+      ag_bulk_settle(0);
+      count(pend_d, pend_row0);
     }
     if (p.gathered != NULL) {
       const int go = st->ok; /* every thread reads it before thread 0 writes it again (gather) */
@@ -233,6 +276,25 @@ template <bool BULK, bool BIAS> struct ag_side {
       if (go) gather(tid);
     }
     if (tid == 0) coll_stamp(p.stamps, LOOM_COLL_STAMP_SIDE);
+  }
+
+  /* Thread 0, once every write of the piece of rows [row0, row0 + piece_rows)
+   * to destination d is performed (BULK) or issued (the 96 threads met):
+   * count it, and signal d where it completes its unit (a row block, or in
+   * the lockstep form every piece of the source). */
+  __device__ __forceinline__ void count(int d, int row0) const {
+    const ag_kparams &p = *P;
+    const loom_dev_comm &c = p.c;
+    if (p.lockstep) { /* every task waits for all of it: count the source's pieces */
+      if (coll_last_part(p.counters + (size_t)d * c.slots, (uint32_t)p.pieces))
+        for (int j = 0; j * LOOM_AG_BLOCK_ROWS < p.m; j++) loom_signal(c, d, j, epoch);
+      return;
+    }
+    const int j = row0 / LOOM_AG_BLOCK_ROWS;
+    const int block_rows = min(LOOM_AG_BLOCK_ROWS, p.m - j * LOOM_AG_BLOCK_ROWS);
+    const uint32_t need = (uint32_t)((block_rows + p.piece_rows - 1) / p.piece_rows);
+    if (coll_last_part(p.counters + (size_t)d * c.slots + j, need)) /* the row block's last piece */
+      loom_signal(c, d, j, epoch);                                  /* release, system scope */
   }
 
   /* After the pushes, the gathered A (loom_gemm_args_t.a_gathered): row
@@ -483,6 +545,11 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     while (pr_rows > 1 && (a->m + pr_rows - 1) / pr_rows < c->sms &&
            (size_t)(pr_rows / 2) * kp.row_bytes >= AG_MIN_PIECE_BYTES)
       pr_rows /= 2;
+    /* bulk pushes: fewer, larger pieces (AG_BULK_PIECE_BYTES) while at
+     * least half the blocks still push one */
+    while (CFG::pingpong && pr_rows < LOOM_AG_BLOCK_ROWS && (size_t)pr_rows * kp.row_bytes < AG_BULK_PIECE_BYTES &&
+           (int64_t)(one ? R : R - 1) * ((a->m + 2 * pr_rows - 1) / (2 * pr_rows)) * 2 >= c->sms)
+      pr_rows *= 2;
   }
   const char *force = getenv("LOOM_AG_PIECE_ROWS"); /* diagnostics: a power of two <= LOOM_AG_BLOCK_ROWS */
   if (force && atoi(force) >= 1) pr_rows = coll_pow2_floor(atoi(force), LOOM_AG_BLOCK_ROWS);
@@ -490,6 +557,8 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   kp.pieces = (a->m + pr_rows - 1) / pr_rows;
   kp.one_group = one;
   kp.lockstep = lock;
+  const char *defer = getenv("LOOM_AG_DEFER");
+  kp.defer = !(defer && !strcmp(defer, "0"));
   kp.counters = a->counters;
   kp.stamps = a->stamps;
   kp.hp.tile_counter = &c->ctrl->tiles;
