@@ -52,7 +52,8 @@
 /* Bulk pushes (the ping-pong tile) grow their pieces towards this size as
  * long as half the blocks still get one: each piece costs a block ~3 us
  * with nothing on the wire (its staging ring drains and refills; session
- * 27: mKernel M = 4096 on 4 GPUs, 32 KB pieces 134 us, 128 KB 116). */
+ * 27, mKernel M = 4096 on 4x H200: 32 KB pieces 134 us, 128 KB 116, 256
+ * KB 114; bench/RESULTS.md session 27 (a)). */
 #define AG_BULK_PIECE_BYTES (256 * 1024)
 
 struct ag_kparams {
