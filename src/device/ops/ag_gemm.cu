@@ -41,21 +41,12 @@
  */
 #include <cuda_runtime.h>
 
+#include "coll_rules.h"
 #include "collective.cuh"
 
 /* The side role's named barrier (its 96 threads). */
 #define AG_BAR_PUSH HOP_BAR_SIDE_FIRST
 #define AG_PUSH_THREADS 96
-/* Smallest piece a push is cut into (below it the per-piece barrier,
- * counter and signal start to show); a guess, not measured yet. */
-#define AG_MIN_PIECE_BYTES 16384
-/* Bulk pushes (the ping-pong tile) grow their pieces towards this size as
- * long as half the blocks still get one: each piece costs a block ~3 us
- * with nothing on the wire (its staging ring drains and refills; session
- * 27, mKernel M = 4096 on 4x H200: 32 KB pieces 134 us, 128 KB 116, 256
- * KB 114; bench/RESULTS.md session 27 (a)). */
-#define AG_BULK_PIECE_BYTES (256 * 1024)
-
 struct ag_kparams {
   hop_params hp;                            /* group_maps, groups: offsets to maps, groups */
   CUtensorMap maps[2 * LOOM_AG_MAX_RANKS];  /* (A_g, B) per group */
@@ -76,6 +67,7 @@ struct ag_kparams {
 };
 
 static_assert(sizeof(ag_kparams) <= 4096, "kernel parameter: 4 KB (no large-parameter opt-in needed)");
+static_assert(COLL_BLOCK_ROWS == LOOM_AG_BLOCK_ROWS, "coll_rules.h: the row block of a readiness flag");
 /* the decode tile (64 rows) only for groups of <= 64 rows: one m-block, the
  * row block's flag 0 (the other tiles: one flag per task row block) */
 static_assert(hop_small_w1<HOP_BF16>::TM == COLL_DECODE_ROWS && COLL_DECODE_ROWS <= LOOM_AG_BLOCK_ROWS,
@@ -523,35 +515,9 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   kp.row_bytes = (size_t)a->k * es;
   kp.stride = stride;
   kp.m = a->m;
-  /* pieces: the largest that still gives every block one per destination,
-   * but not below AG_MIN_PIECE_BYTES. The lockstep form waits for every
-   * destination's pieces at once, so the order of destinations does not
-   * matter there: the fewest rows a block pushes in all (rounds of pieces
-   * times their rows; ties to the larger piece, one fence and count each),
-   * e.g. 4 rows (64 KB) at 128 rows a source on 4 GPUs where the rule above
-   * took 1 and left each block four pieces one behind the other. */
-  int pr_rows = LOOM_AG_BLOCK_ROWS;
-  if (lock) {
-    int64_t best = -1;
-    for (int pr = LOOM_AG_BLOCK_ROWS; pr >= 1; pr /= 2) {
-      if (pr < LOOM_AG_BLOCK_ROWS && (size_t)pr * kp.row_bytes < AG_MIN_PIECE_BYTES) break;
-      const int64_t items = (int64_t)R * ((a->m + pr - 1) / pr); /* the own part too */
-      const int64_t cost = (items + c->sms - 1) / c->sms * pr;
-      if (best < 0 || cost < best) {
-        best = cost;
-        pr_rows = pr;
-      }
-    }
-  } else {
-    while (pr_rows > 1 && (a->m + pr_rows - 1) / pr_rows < c->sms &&
-           (size_t)(pr_rows / 2) * kp.row_bytes >= AG_MIN_PIECE_BYTES)
-      pr_rows /= 2;
-    /* bulk pushes: fewer, larger pieces (AG_BULK_PIECE_BYTES) while at
-     * least half the blocks still push one */
-    while (CFG::pingpong && pr_rows < LOOM_AG_BLOCK_ROWS && (size_t)pr_rows * kp.row_bytes < AG_BULK_PIECE_BYTES &&
-           (int64_t)(one ? R : R - 1) * ((a->m + 2 * pr_rows - 1) / (2 * pr_rows)) * 2 >= c->sms)
-      pr_rows *= 2;
-  }
+  /* pieces (coll_rules.h) */
+  int pr_rows = lock ? coll_ag_lockstep_piece_rows(a->m, kp.row_bytes, R, c->sms)
+                     : coll_ag_piece_rows(a->m, kp.row_bytes, one ? R : R - 1, c->sms, CFG::pingpong);
   const char *force = getenv("LOOM_AG_PIECE_ROWS"); /* diagnostics: a power of two <= LOOM_AG_BLOCK_ROWS */
   if (force && atoi(force) >= 1) pr_rows = coll_pow2_floor(atoi(force), LOOM_AG_BLOCK_ROWS);
   kp.piece_rows = pr_rows;

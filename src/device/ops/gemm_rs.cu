@@ -35,6 +35,7 @@
  */
 #include <cuda_runtime.h>
 
+#include "coll_rules.h"
 #include "collective.cuh"
 
 /* The two teams that take the side role's work items: the producer
@@ -510,51 +511,12 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
 
 /* ---- host ------------------------------------------------------------------ */
 
-/* Work items per tile (slices) for `tiles` reduction (and gather) tiles of
- * up to `rows` rows (the tile's, or fewer where an owner has fewer) on
- * `sms` blocks: a power of two, slices of at least RS_MIN_SLICE_ROWS rows,
- * at least RS_MIN_SLICES where the rows allow (on R >= 4 ranks only while a
- * slice keeps RS_SLICE_BYTES), and doubled while the items still fit in
- * one per block (R >= 4: two).
- *   - Slices of no row cost what a slice does (thread 0's polls of every
- *     source, the barriers; the all-reduce's count of the slice, a system
- *     fence): at decode sizes (4x H100, all-reduce of 16 tokens, 4 rows an
- *     owner) three of the four slices of every tile were empty, and the
- *     reductions and copies ran ~20 us past the engine.
- *   - Where there are fewer tiles than blocks (M = 4096, N = 256 on 2
- *     GPUs: 32 own tiles for 132 blocks), one item per tile left most
- *     blocks out of the reductions (2x H200: 45.2 -> 37.4 us with 8).
- *   - The last column chunk's reductions can start only as the engine
- *     ends; then each block's consumers and side warps share its items, so
- *     whole tiles left blocks idle and one team per tile. 4x H100, slices
- *     1 / 2 / 4 (bench/RESULTS.md session 20): M = 16384, N = 1024
- *     reduce-scatter 313 / 291 / 279 us, all-reduce 380 / 354 / 347;
- *     Llama M = 4096 reduce-scatter 804 / 777 / 773, all-reduce 878 / 841
- *     / 852; M = 8192, N = 512 all-reduce 106 / 97 / 100.
- *   - Session 27, R >= 4: the RS_MIN_SLICES floor only while a slice keeps
- *     RS_SLICE_BYTES (16 KB), and the doubling while the items fit two per
- *     block (each block's two teams take items). An item's fixed cost grows
- *     with R (R flag polls, the all-reduce's R - 1 signals), and where there
- *     are many tiles the floor's small slices cost more than they spread:
- *     4x H100, all-reduce, slices 1 / 2 / 4 (bench/RESULTS.md session 27):
- *     Llama 256 tokens (64-row tiles) 102.9 / 107.6 / 110.7 us (NCCL +
- *     cuBLAS 101.5); M = 8192, N = 512 99.1 / 92.9 / 97.4 (93.0); M = 4096,
- *     N = 256 (64 tiles) 58.6 / 49.1 / 44.2. At R = 2 the same rule lost
- *     (2x H200, all-reduce 128 tokens 2 slices 116.5 us against the floor's
- *     4 at 112.9; 256 tokens 131.4 against 129.1), so it keeps the floor
- *     there.
- * LOOM_RS_SLICES=n forces n (rounded down to a power of two within those
- * bounds; tests, diagnostics). */
-#define RS_MIN_SLICE_ROWS 16
-#define RS_MIN_SLICES 4
-#define RS_SLICE_BYTES 16384
+/* Work items per tile (slices): coll_rs_slices (coll_rules.h, with the
+ * measurements behind it). LOOM_RS_SLICES=n forces n (rounded down to a
+ * power of two within its bounds; tests, diagnostics). */
 static int rs_slices(int64_t tiles, int sms, int rows, int row_bytes, int R) {
-  const int most = rows / RS_MIN_SLICE_ROWS;
-  const int64_t floor_bytes = R >= 4 ? RS_SLICE_BYTES : 0;
-  int s = 1;
-  while (s * 2 <= most && ((s * 2 <= RS_MIN_SLICES && (int64_t)rows / (s * 2) * row_bytes >= floor_bytes) ||
-                           tiles * s * 2 <= (R >= 4 ? 2 : 1) * (int64_t)sms))
-    s *= 2;
+  const int most = rows / COLL_RS_MIN_SLICE_ROWS;
+  int s = coll_rs_slices(tiles, sms, rows, row_bytes, R);
   const char *force = getenv("LOOM_RS_SLICES");
   if (force && atoi(force) >= 1) s = coll_pow2_floor(atoi(force), most);
   return s;

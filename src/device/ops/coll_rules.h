@@ -1,0 +1,115 @@
+/*
+ * The collective GEMMs' host-side choices that are plain arithmetic on the
+ * call's shape (no environment, no CUDA): how the all-gather cuts its
+ * pushes into pieces and how the reduce-scatter / all-reduce cut their
+ * tiles into side-role work items. ag_gemm.cu and gemm_rs.cu take them
+ * from here (and apply their LOOM_* diagnostic overrides on top);
+ * tests/cpu/test_rules.c checks them on the CPU at the shapes whose
+ * measurements chose them. C and C++.
+ */
+#ifndef LOOM_COLL_RULES_H
+#define LOOM_COLL_RULES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Rows of one readiness flag of the all-gather: the engine's task height
+ * (ops.h has the same number as LOOM_AG_BLOCK_ROWS). */
+#define COLL_BLOCK_ROWS 128
+
+/* Smallest piece a push is cut into (below it the per-piece barrier,
+ * counter and signal start to show); a guess, not measured yet. */
+#define COLL_AG_MIN_PIECE_BYTES 16384
+/* Bulk pushes (the ping-pong tile) grow their pieces towards this size as
+ * long as half the blocks still get one: each piece costs a block ~3 us
+ * with nothing on the wire (its staging ring drains and refills; session
+ * 27, mKernel M = 4096 on 4x H200: 32 KB pieces 134 us, 128 KB 116, 256
+ * KB 114; bench/RESULTS.md session 27 (a)). */
+#define COLL_AG_BULK_PIECE_BYTES (256 * 1024)
+
+/* The all-gather's rows per push piece, a power of two dividing
+ * COLL_BLOCK_ROWS, for m rows a source of row_bytes each, `dests`
+ * destinations (the one-group mode counts this rank's own part), `sms`
+ * blocks; `bulk`: the pushes are bulk copies (the ping-pong tile). The
+ * largest piece that still gives every block one per destination, but not
+ * below COLL_AG_MIN_PIECE_BYTES; bulk pushes then grow it towards
+ * COLL_AG_BULK_PIECE_BYTES while at least half the blocks still push one. */
+static inline int coll_ag_piece_rows(int64_t m, size_t row_bytes, int dests, int sms, int bulk) {
+  int pr = COLL_BLOCK_ROWS;
+  while (pr > 1 && (m + pr - 1) / pr < sms && (size_t)(pr / 2) * row_bytes >= COLL_AG_MIN_PIECE_BYTES) pr /= 2;
+  while (bulk && pr < COLL_BLOCK_ROWS && (size_t)pr * row_bytes < COLL_AG_BULK_PIECE_BYTES &&
+         (int64_t)dests * ((m + 2 * pr - 1) / (2 * pr)) * 2 >= sms)
+    pr *= 2;
+  return pr;
+}
+
+/* The same for the lockstep form (R sources, this rank's own part among
+ * them), which waits for every destination's pieces at once, so the order
+ * of destinations does not matter: the fewest rows a block pushes in all
+ * (rounds of pieces times their rows; ties to the larger piece, one fence
+ * and count each), e.g. 4 rows (64 KB) at 128 rows a source on 4 GPUs
+ * where the rule above took 1 and left each block four pieces one behind
+ * the other. */
+static inline int coll_ag_lockstep_piece_rows(int64_t m, size_t row_bytes, int R, int sms) {
+  int64_t best = -1;
+  int rows = COLL_BLOCK_ROWS;
+  for (int pr = COLL_BLOCK_ROWS; pr >= 1; pr /= 2) {
+    if (pr < COLL_BLOCK_ROWS && (size_t)pr * row_bytes < COLL_AG_MIN_PIECE_BYTES) break;
+    const int64_t items = (int64_t)R * ((m + pr - 1) / pr);
+    const int64_t cost = (items + sms - 1) / sms * pr;
+    if (best < 0 || cost < best) {
+      best = cost;
+      rows = pr;
+    }
+  }
+  return rows;
+}
+
+/* Work items per tile (slices) of the reduce-scatter / all-reduce side
+ * role for `tiles` reduction (and gather) tiles of up to `rows` rows (the
+ * tile's, or fewer where an owner has fewer) of row_bytes each, on `sms`
+ * blocks and R ranks: a power of two, slices of at least
+ * COLL_RS_MIN_SLICE_ROWS rows, at least COLL_RS_MIN_SLICES where the rows
+ * allow (on R >= 4 ranks only while a slice keeps COLL_RS_SLICE_BYTES), and
+ * doubled while the items still fit in one per block (R >= 4: two).
+ *   - Slices of no row cost what a slice does (thread 0's polls of every
+ *     source, the barriers; the all-reduce's count of the slice, a system
+ *     fence): at decode sizes (4x H100, all-reduce of 16 tokens, 4 rows an
+ *     owner) three of the four slices of every tile were empty, and the
+ *     reductions and copies ran ~20 us past the engine.
+ *   - Where there are fewer tiles than blocks (M = 4096, N = 256 on 2
+ *     GPUs: 32 own tiles for 132 blocks), one item per tile left most
+ *     blocks out of the reductions (2x H200: 45.2 -> 37.4 us with 8).
+ *   - The last column chunk's reductions can start only as the engine
+ *     ends; then each block's consumers and side warps share its items, so
+ *     whole tiles left blocks idle and one team per tile. 4x H100, slices
+ *     1 / 2 / 4 (bench/RESULTS.md session 20): M = 16384, N = 1024
+ *     reduce-scatter 313 / 291 / 279 us, all-reduce 380 / 354 / 347;
+ *     Llama M = 4096 reduce-scatter 804 / 777 / 773, all-reduce 878 / 841
+ *     / 852; M = 8192, N = 512 all-reduce 106 / 97 / 100.
+ *   - Session 27, R >= 4: the COLL_RS_MIN_SLICES floor only while a slice
+ *     keeps COLL_RS_SLICE_BYTES (16 KB), and the doubling while the items
+ *     fit two per block (each block's two teams take items). An item's
+ *     fixed cost grows with R (R flag polls, the all-reduce's R - 1
+ *     signals), and where there are many tiles the floor's small slices
+ *     cost more than they spread: 4x H100, all-reduce, slices 1 / 2 / 4
+ *     (bench/RESULTS.md session 27): Llama 256 tokens (64-row tiles) 102.9
+ *     / 107.6 / 110.7 us (NCCL + cuBLAS 101.5); M = 8192, N = 512 99.1 /
+ *     92.9 / 97.4 (93.0); M = 4096, N = 256 (64 tiles) 58.6 / 49.1 / 44.2.
+ *     At R = 2 the same rule lost (2x H200, all-reduce 128 tokens 2 slices
+ *     116.5 us against the floor's 4 at 112.9; 256 tokens 131.4 against
+ *     129.1), so it keeps the floor there. */
+#define COLL_RS_MIN_SLICE_ROWS 16
+#define COLL_RS_MIN_SLICES 4
+#define COLL_RS_SLICE_BYTES 16384
+static inline int coll_rs_slices(int64_t tiles, int sms, int rows, int row_bytes, int R) {
+  const int most = rows / COLL_RS_MIN_SLICE_ROWS;
+  const int64_t floor_bytes = R >= 4 ? COLL_RS_SLICE_BYTES : 0;
+  int s = 1;
+  while (s * 2 <= most && ((s * 2 <= COLL_RS_MIN_SLICES && (int64_t)rows / (s * 2) * row_bytes >= floor_bytes) ||
+                           tiles * s * 2 <= (R >= 4 ? 2 : 1) * (int64_t)sms))
+    s *= 2;
+  return s;
+}
+
+#endif
