@@ -10,7 +10,10 @@
  *   - the lockstep form's piece is no smaller than the 16 KB floor unless
  *     it is a whole block;
  *   - slices per tile are a power of two of at least 16 rows each (or 1),
- *     and at R = 2 the rule is the one before session 27.
+ *     and at R = 2 the rule is the one before session 27;
+ *   - column chunks lie in [1, min(n-blocks, 4)], all of them kept where
+ *     several groups share a B larger than half the L2.
+ * The tile rule (narrow or wide) is checked at the named shapes only.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +54,24 @@ static void named_shapes(void) {
   CHECK(coll_rs_slices(256, sms, 128, 256 * 2, 4) == 4, "reduce-scatter Llama M = 4096: 4 slices");
   CHECK(coll_rs_slices(256, sms, 128, 256 * 4, 4) == 4, "reduce-scatter Llama M = 4096, TF32: 4 slices");
   CHECK(coll_rs_slices(4, sms, 4, 128 * 2, 4) == 1, "all-reduce 16 tokens: 4-row tiles, 1 slice");
+  /* the tile (session 25; collective.cuh's tile comment): wide-tile task
+   * counts groups x m-blocks x n-blocks of 256 */
+  CHECK(coll_narrow_rule(4 * 8 * 1, sms, coll_wide_ok_rule(4096, 256, 1)), "mKernel all-gather M = 4096: narrow");
+  CHECK(coll_narrow_rule(4 * 16 * 2, sms, coll_wide_ok_rule(8192, 512, 1)),
+        "mKernel all-gather M = 8192 (n = 512: the pushes are the work): narrow");
+  CHECK(coll_narrow_rule(4 * 16 * 2, sms, coll_wide_ok_rule(2048, 512, 0)),
+        "mKernel reduce-scatter M = 8192 (k = 2048): narrow");
+  CHECK(!coll_narrow_rule(4 * 1 * 32, sms, coll_wide_ok_rule(7168, 8192, 0)),
+        "Llama reduce-scatter 512 tokens (k = 7168, 128 tiles): wide");
+  CHECK(!coll_narrow_rule(4 * 28, sms, coll_wide_ok_rule(8192, 7168, 1)),
+        "Llama all-gather 512 tokens, one group (112 tiles): wide");
+  CHECK(coll_narrow_rule(28, sms, coll_wide_ok_rule(8192, 7168, 1)), "Llama all-gather 128 tokens (28 tiles): narrow");
+  CHECK(!coll_narrow_rule(4 * 32 * 4, sms, 0), "mKernel all-gather M = 16384 (512 tiles): wide");
+  /* column chunks (session 23 (h)) */
+  CHECK(coll_rs_chunks(32, 4, 4, 1, sms) == 4, "Llama reduce-scatter 256 tokens, a group per owner, B past L2: 4");
+  CHECK(coll_rs_chunks(2, 32, 4, 0, sms) == 1, "mKernel reduce-scatter M = 4096 (B in L2, 32 m-blocks): 1");
+  CHECK(coll_rs_chunks(4, 128, 4, 0, sms) == 3,
+        "mKernel reduce-scatter M = 16384 (128 m-blocks of 4 n-blocks: a chunk of one would not fill 132 SMs): 3");
 }
 
 static void sweep(void) {
@@ -96,6 +117,17 @@ static void sweep(void) {
             if (R == 2) ok = ok && s == old_slices(tiles_list[t], sms, rows);
             CHECK(ok, "%lld tiles of %d rows (%d B a row), %d SMs, R = %d: %d slices", (long long)tiles_list[t],
                   rows, rowb_list[b], sms, R, s);
+            n++;
+          }
+  for (int nt = 1; nt <= 64; nt *= 2)
+    for (int64_t mt = 1; mt <= 256; mt *= 4)
+      for (int g = 1; g <= 8; g *= 2)
+        for (int b = 0; b <= 1; b++)
+          for (size_t i = 0; i < sizeof sms_list / sizeof *sms_list; i++) {
+            const int ch = coll_rs_chunks(nt, mt, g, b, sms_list[i]);
+            CHECK(ch >= 1 && ch <= nt && ch <= COLL_RS_MAX_CHUNKS &&
+                      (!(g > 1 && b) || ch == (nt < COLL_RS_MAX_CHUNKS ? nt : COLL_RS_MAX_CHUNKS)),
+                  "%d n-blocks, %lld m-blocks, %d groups, B past L2 %d: %d chunks", nt, (long long)mt, g, b, ch);
             n++;
           }
   printf("  %d swept shapes\n", n);

@@ -41,7 +41,6 @@
  */
 #include <cuda_runtime.h>
 
-#include "coll_rules.h"
 #include "collective.cuh"
 
 /* The side role's named barrier (its 96 threads). */

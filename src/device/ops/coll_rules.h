@@ -1,8 +1,10 @@
 /*
  * The collective GEMMs' host-side choices that are plain arithmetic on the
  * call's shape (no environment, no CUDA): how the all-gather cuts its
- * pushes into pieces and how the reduce-scatter / all-reduce cut their
- * tiles into side-role work items. ag_gemm.cu and gemm_rs.cu take them
+ * pushes into pieces, how the reduce-scatter / all-reduce cut their
+ * tiles into side-role work items and order their tasks in column chunks,
+ * and which tile a launch takes. ag_gemm.cu, gemm_rs.cu and collective.cuh
+ * take them
  * from here (and apply their LOOM_* diagnostic overrides on top);
  * tests/cpu/test_rules.c checks them on the CPU at the shapes whose
  * measurements chose them. C and C++.
@@ -110,6 +112,47 @@ static inline int coll_rs_slices(int64_t tiles, int sms, int rows, int row_bytes
                            tiles * s * 2 <= (R >= 4 ? 2 : 1) * (int64_t)sms))
     s *= 2;
   return s;
+}
+
+/* Whether a launch of `tasks_wide` wide (128 x 256) tiles on `sms` blocks
+ * takes the narrow (128 x 128 ping-pong) tile: where at most half the
+ * blocks would get a wide tile, and below one wave unless the operator
+ * finds the wide tile worth it there (wide_ok: coll_wide_ok_rule). The
+ * measurements behind it are at collective.cuh's tile comment. */
+static inline int coll_narrow_rule(int64_t tasks_wide, int sms, int wide_ok) {
+  return 2 * tasks_wide <= sms || (tasks_wide < sms && !wide_ok);
+}
+
+/* Whether a call takes the wide tile between half a wave and one: a long
+ * mainloop (k >= COLL_WIDE_MIN_K, so the cooperative tile's exposed
+ * epilogue is a small part of a task), and, for the all-gather, a GEMM
+ * that outweighs the pushes (n >= COLL_WIDE_MIN_N per rank; the ping-pong
+ * form pushes with bulk copies). The measurements are at the tile rule;
+ * the two thresholds sit between them, not at a measured edge. */
+#define COLL_WIDE_MIN_K 4096
+#define COLL_WIDE_MIN_N 2048
+static inline int coll_wide_ok_rule(int64_t k, int64_t n, int all_gather) {
+  return k >= COLL_WIDE_MIN_K && (!all_gather || n >= COLL_WIDE_MIN_N);
+}
+
+/* The reduce-scatter's / all-reduce's column chunks of the task order for
+ * n_tiles n-blocks and mt_all m-blocks over `groups` owner groups: at most
+ * COLL_RS_MAX_CHUNKS (each chunk reads the A rows once more), and fewer
+ * while one chunk of every owner (a phase) would not fill the grid once,
+ * unless B is larger than half the L2 (b_past_l2) and there are several
+ * groups: in one chunk, each owner's tasks streamed all of B in turn from
+ * HBM; in COLL_RS_MAX_CHUNKS, every owner's tasks of a chunk run side by
+ * side and share its part of B in L2. 4x H100, Llama-70B-class, 1 / 4
+ * chunks (LOOM_RS_CHUNKS; bench/RESULTS.md session 23 (h)): 256 tokens
+ * reduce-scatter 135.9 / 114.2 us, all-reduce 154.6 / 137.2; 512 tokens
+ * 146.1 / 132.6 and 173.2 / 168.2. Returns the chunks (the launcher turns
+ * them into n-blocks per chunk). */
+#define COLL_RS_MAX_CHUNKS 4
+static inline int coll_rs_chunks(int n_tiles, int64_t mt_all, int groups, int b_past_l2, int sms) {
+  int chunks = n_tiles < COLL_RS_MAX_CHUNKS ? n_tiles : COLL_RS_MAX_CHUNKS;
+  const int keep = groups > 1 && b_past_l2;
+  while (!keep && chunks > 1 && mt_all * ((n_tiles + chunks - 1) / chunks) < sms) chunks--;
+  return chunks;
 }
 
 #endif

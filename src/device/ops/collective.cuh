@@ -11,6 +11,7 @@
 
 #include "../runtime/transport.cuh"
 #include "../tile/hopper_host.cuh"
+#include "coll_rules.h"
 #include "ops.h"
 
 /* The tiles, every dtype: 128 x 256 with both consumer warpgroups on one
@@ -55,7 +56,7 @@ static_assert(hop_large_w1<HOP_BF16>::TM == LOOM_AG_BLOCK_ROWS && hop_pp<HOP_BF1
  * cover both; diagnostics). Every rank of a call must decide the same: the
  * inputs are the same shapes and SM counts on every rank. */
 static inline int coll_narrow_tile(int64_t tasks_wide, int sms, int wide_ok) {
-  int narrow = 2 * tasks_wide <= sms || (tasks_wide < sms && !wide_ok);
+  int narrow = coll_narrow_rule(tasks_wide, sms, wide_ok);
   const char *force = getenv("LOOM_AG_TILE");
   if (force && !strcmp(force, "wide")) narrow = 0;
   if (force && !strcmp(force, "narrow")) narrow = 1;
@@ -265,16 +266,10 @@ static cudaError_t coll_by_act(const loom_dev_comm *c, const A *a, int act, cuda
   }
 }
 
-/* Whether a call takes the wide tile between half a wave and one: a long
- * mainloop (k >= COLL_WIDE_MIN_K, so the cooperative tile's exposed
- * epilogue is a small part of a task), and, for the all-gather, a GEMM
- * that outweighs the pushes (n >= COLL_WIDE_MIN_N per rank; the ping-pong
- * form pushes with bulk copies). The measurements are at the tile rule
- * above; the two thresholds sit between them, not at a measured edge. */
-#define COLL_WIDE_MIN_K 4096
-#define COLL_WIDE_MIN_N 2048
+/* Whether a call takes the wide tile between half a wave and one
+ * (coll_wide_ok_rule, coll_rules.h). */
 static inline int coll_wide_ok(const loom_coll_args *a, int all_gather) {
-  return a->k >= COLL_WIDE_MIN_K && (!all_gather || a->n >= COLL_WIDE_MIN_N);
+  return coll_wide_ok_rule(a->k, a->n, all_gather);
 }
 
 template <template <class, int, int> class L, class A, int DT, int OUT, bool DECODE>

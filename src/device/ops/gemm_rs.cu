@@ -35,7 +35,6 @@
  */
 #include <cuda_runtime.h>
 
-#include "coll_rules.h"
 #include "collective.cuh"
 
 /* The two teams that take the side role's work items: the producer
@@ -46,11 +45,6 @@
 #define RS_SIDE_THREADS 96
 #define RS_CONS_THREADS 256
 
-/* Column chunks of the task order: at most RS_MAX_CHUNKS (each chunk reads
- * the A rows once more), and fewer while one chunk of every owner (a phase)
- * would not fill the grid once, unless B is too large to stay in L2 (rs_n_chunk).
- * LOOM_RS_CHUNKS=n forces n (tests cover 1 and several; diagnostics). */
-#define RS_MAX_CHUNKS 4
 
 /* The one-tile mode (sessions 22, 24; coll_one_group): when all m rows fit
  * one task's 128 rows (decode: a few to 128 tokens), or up to
@@ -522,19 +516,11 @@ static int rs_slices(int64_t tiles, int sms, int rows, int row_bytes, int R) {
   return s;
 }
 
-/* Column chunks (see RS_MAX_CHUNKS) for n_tiles n-blocks and mt_all
- * m-blocks over `groups` owner groups: n-blocks per chunk. B larger than
- * half the L2 (b_past_l2, coll_b_past_l2) keeps every chunk where there are
- * several groups: in one chunk, each owner's tasks streamed all of B in
- * turn from HBM; in RS_MAX_CHUNKS, every owner's tasks of a chunk run
- * side by side and share its part of B in L2. 4x H100, Llama-70B-class,
- * 1 / 4 chunks (LOOM_RS_CHUNKS; bench/RESULTS.md session 23 (h)): 256
- * tokens reduce-scatter 135.9 / 114.2 us, all-reduce 154.6 / 137.2; 512
- * tokens 146.1 / 132.6 and 173.2 / 168.2. */
+/* Column chunks of the task order: coll_rs_chunks (coll_rules.h, with the
+ * measurements behind it); returns n-blocks per chunk. LOOM_RS_CHUNKS=n
+ * forces n chunks (tests cover 1 and several; diagnostics). */
 static int rs_n_chunk(int n_tiles, int mt_all, int groups, int b_past_l2, int sms) {
-  int chunks = n_tiles < RS_MAX_CHUNKS ? n_tiles : RS_MAX_CHUNKS;
-  const int keep = groups > 1 && b_past_l2;
-  while (!keep && chunks > 1 && (int64_t)mt_all * ((n_tiles + chunks - 1) / chunks) < sms) chunks--;
+  int chunks = coll_rs_chunks(n_tiles, mt_all, groups, b_past_l2, sms);
   const char *force = getenv("LOOM_RS_CHUNKS");
   if (force && atoi(force) >= 1) chunks = atoi(force) < n_tiles ? atoi(force) : n_tiles;
   return (n_tiles + chunks - 1) / chunks;
