@@ -90,14 +90,14 @@ static void sweep(void) {
           const int reg = coll_ag_piece_rows(m, rb, dests, sms, 0);
           const int bulk = coll_ag_piece_rows(m, rb, dests, sms, 1);
           const int lock = coll_ag_lockstep_piece_rows(m, rb, dests, sms);
-          int ok = is_pow2(reg) && COLL_BLOCK_ROWS % reg == 0 && is_pow2(bulk) && COLL_BLOCK_ROWS % bulk == 0 &&
-                   is_pow2(lock) && COLL_BLOCK_ROWS % lock == 0;
+          int ok = is_pow2(reg) && LOOM_AG_BLOCK_ROWS % reg == 0 && is_pow2(bulk) && LOOM_AG_BLOCK_ROWS % bulk == 0 &&
+                   is_pow2(lock) && LOOM_AG_BLOCK_ROWS % lock == 0;
           ok = ok && bulk >= reg;
           /* grown past the register copies' piece: only while half the blocks got one, below 256 KB */
           if (bulk > reg)
             ok = ok && (size_t)(bulk / 2) * rb < COLL_AG_BULK_PIECE_BYTES &&
                  (int64_t)dests * ((m + bulk - 1) / bulk) * 2 >= sms;
-          ok = ok && (lock == COLL_BLOCK_ROWS || (size_t)lock * rb >= COLL_AG_MIN_PIECE_BYTES);
+          ok = ok && (lock == LOOM_AG_BLOCK_ROWS || (size_t)lock * rb >= COLL_AG_MIN_PIECE_BYTES);
           CHECK(ok, "m %lld, row %zu B, %d destinations, %d SMs: pieces %d / bulk %d / lockstep %d", (long long)m,
                 rb, dests, sms, reg, bulk, lock);
           n++;

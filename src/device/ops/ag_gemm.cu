@@ -66,7 +66,6 @@ struct ag_kparams {
 };
 
 static_assert(sizeof(ag_kparams) <= 4096, "kernel parameter: 4 KB (no large-parameter opt-in needed)");
-static_assert(COLL_BLOCK_ROWS == LOOM_AG_BLOCK_ROWS, "coll_rules.h: the row block of a readiness flag");
 /* the decode tile (64 rows) only for groups of <= 64 rows: one m-block, the
  * row block's flag 0 (the other tiles: one flag per task row block) */
 static_assert(hop_small_w1<HOP_BF16>::TM == COLL_DECODE_ROWS && COLL_DECODE_ROWS <= LOOM_AG_BLOCK_ROWS,

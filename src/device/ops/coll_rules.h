@@ -15,9 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Rows of one readiness flag of the all-gather: the engine's task height
- * (ops.h has the same number as LOOM_AG_BLOCK_ROWS). */
-#define COLL_BLOCK_ROWS 128
+#include "ops.h" /* LOOM_AG_BLOCK_ROWS: the rows of one all-gather readiness flag */
 
 /* Smallest piece a push is cut into (below it the per-piece barrier,
  * counter and signal start to show); a guess, not measured yet. */
@@ -30,16 +28,16 @@
 #define COLL_AG_BULK_PIECE_BYTES (256 * 1024)
 
 /* The all-gather's rows per push piece, a power of two dividing
- * COLL_BLOCK_ROWS, for m rows a source of row_bytes each, `dests`
+ * LOOM_AG_BLOCK_ROWS, for m rows a source of row_bytes each, `dests`
  * destinations (the one-group mode counts this rank's own part), `sms`
  * blocks; `bulk`: the pushes are bulk copies (the ping-pong tile). The
  * largest piece that still gives every block one per destination, but not
  * below COLL_AG_MIN_PIECE_BYTES; bulk pushes then grow it towards
  * COLL_AG_BULK_PIECE_BYTES while at least half the blocks still push one. */
 static inline int coll_ag_piece_rows(int64_t m, size_t row_bytes, int dests, int sms, int bulk) {
-  int pr = COLL_BLOCK_ROWS;
+  int pr = LOOM_AG_BLOCK_ROWS;
   while (pr > 1 && (m + pr - 1) / pr < sms && (size_t)(pr / 2) * row_bytes >= COLL_AG_MIN_PIECE_BYTES) pr /= 2;
-  while (bulk && pr < COLL_BLOCK_ROWS && (size_t)pr * row_bytes < COLL_AG_BULK_PIECE_BYTES &&
+  while (bulk && pr < LOOM_AG_BLOCK_ROWS && (size_t)pr * row_bytes < COLL_AG_BULK_PIECE_BYTES &&
          (int64_t)dests * ((m + 2 * pr - 1) / (2 * pr)) * 2 >= sms)
     pr *= 2;
   return pr;
@@ -54,9 +52,9 @@ static inline int coll_ag_piece_rows(int64_t m, size_t row_bytes, int dests, int
  * the other. */
 static inline int coll_ag_lockstep_piece_rows(int64_t m, size_t row_bytes, int R, int sms) {
   int64_t best = -1;
-  int rows = COLL_BLOCK_ROWS;
-  for (int pr = COLL_BLOCK_ROWS; pr >= 1; pr /= 2) {
-    if (pr < COLL_BLOCK_ROWS && (size_t)pr * row_bytes < COLL_AG_MIN_PIECE_BYTES) break;
+  int rows = LOOM_AG_BLOCK_ROWS;
+  for (int pr = LOOM_AG_BLOCK_ROWS; pr >= 1; pr /= 2) {
+    if (pr < LOOM_AG_BLOCK_ROWS && (size_t)pr * row_bytes < COLL_AG_MIN_PIECE_BYTES) break;
     const int64_t items = (int64_t)R * ((m + pr - 1) / pr);
     const int64_t cost = (items + sms - 1) / sms * pr;
     if (best < 0 || cost < best) {

@@ -45,7 +45,6 @@
 #define RS_SIDE_THREADS 96
 #define RS_CONS_THREADS 256
 
-
 /* The one-tile mode (sessions 22, 24; coll_one_group): when all m rows fit
  * one task's 128 rows (decode: a few to 128 tokens), or up to
  * RS_ONE_TILE_ROWS rows where B is larger than half the L2 and no owner's
