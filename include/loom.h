@@ -389,11 +389,22 @@ loom_result_t loom_gemm_rs(loom_comm_t comm, const loom_gemm_args_t *args,
  * Rank o owns rows [o*q + min(o, m % R), ...), q = m / R,
  * one more row for the first m % R ranks: any m >= 1 is taken. Otherwise
  * the rules of loom_ag_gemm. On one rank it is the plain GEMM.
- *   bytes        [out] (2 * nranks - 1) * ceil(m/nranks) * n * element size,
- *                      each part rounded up to 256 bytes (nranks > 1; 0 on
- *                      one). Before 2026-11-26: nranks + 1 parts.
- *   signal_slots [out] two per 128 x 128 tile of the ceil(m/nranks) x n
- *                      rows a rank owns, plus two (nranks > 1; 3 on one). */
+ * Small calls (while (nranks - 1) * m * n * element size <= 1 MiB) go
+ * one-shot instead: every rank's partial of all m rows goes to every
+ * rank's workspace and every rank sums all of them in rank order (the same
+ * bits everywhere, one hop instead of two).
+ *   bytes        [out] the larger of (2 * nranks - 1) * ceil(m/nranks) * n
+ *                      * element size and (one-shot) nranks * m1 * n *
+ *                      element size, m1 the most rows up to m that go
+ *                      one-shot, each part rounded up to 256 bytes
+ *                      (nranks > 1; 0 on one): a communicator sized for m
+ *                      takes every call of fewer rows. Before 2026-11-26:
+ *                      nranks + 1 parts; before 2026-11-27 (session 28)
+ *                      no one-shot part.
+ *   signal_slots [out] the larger of two per 128 x 128 tile of the
+ *                      ceil(m/nranks) x n rows a rank owns and (one-shot)
+ *                      one per 128 x 128 tile of m1 x n, plus two (nranks
+ *                      > 1; 3 on one). */
 loom_result_t loom_gemm_ar_workspace_bytes(const loom_gemm_args_t *args, int nranks,
                                            size_t *bytes, int *signal_slots);
 loom_result_t loom_gemm_ar(loom_comm_t comm, const loom_gemm_args_t *args,

@@ -125,7 +125,7 @@ static int plan(cli_bench *b, loom_comm_config_t *cc) {
   if (s->ar) {
     CLI_LOOM_OK(b, loom_gemm_ar_workspace_bytes(&a, R, &ws, &slots));
     printf("workspace per GPU: %.1f MiB (every GPU's partial of up to %lld x %lld rows, and "
-           "those rows reduced), %d signal slots\n",
+           "those rows reduced; or, one-shot, of all rows of a small call), %d signal slots\n",
            (double)ws / 1048576.0, (long long)((b->maxT + R - 1) / R), (long long)s->N, slots);
   } else {
     CLI_LOOM_OK(b, loom_gemm_rs_workspace_bytes(&a, R, &ws, &slots));

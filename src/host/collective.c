@@ -7,8 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
+#include "../device/ops/coll_rules.h"
 #include "../device/ops/ops.h"
 
 /* The struct before a_gathered (2026-11-26): a caller built against that
@@ -182,6 +184,17 @@ loom_result_t loom_gemm_rs_workspace_bytes(const loom_gemm_args_t *args, int nra
 
 /* ---- GEMM + all-reduce ------------------------------------------------------ */
 
+/* LOOM_AR_ONE_SHOT: 0 or 1 where it forces the mode, -1 where it does not. */
+static int ar_one_shot_forced(void) {
+  const char *force = getenv("LOOM_AR_ONE_SHOT");
+  return force && (!strcmp(force, "0") || !strcmp(force, "1")) ? force[0] == '1' : -1;
+}
+
+int loom_ar_one_shot(int64_t m, int64_t n, size_t esize, int R) {
+  if (R >= 2 && ar_one_shot_forced() >= 0) return ar_one_shot_forced();
+  return coll_ar_one_shot_rule(m * n * (int64_t)esize, R);
+}
+
 loom_result_t loom_gemm_ar_workspace_bytes(const loom_gemm_args_t *args, int nranks, size_t *bytes,
                                            int *signal_slots) {
   loom_clear_error();
@@ -191,9 +204,27 @@ loom_result_t loom_gemm_ar_workspace_bytes(const loom_gemm_args_t *args, int nra
   if (res != LOOM_SUCCESS) return res;
   LOOM_ARG(bytes != NULL, fn, "bytes is NULL");
   const int64_t mo = (args->m + nranks - 1) / nranks; /* the largest owner's rows */
-  *bytes = nranks == 1 ? 0 : (size_t)(2 * nranks - 1) * loom_rs_stride(mo, args->n, es);
-  return slots_out(fn, args, nranks, nranks == 1 ? 3 : loom_ar_slots(args->m, nranks, args->n),
-                   signal_slots);
+  if (nranks == 1) {
+    *bytes = 0;
+    return slots_out(fn, args, nranks, 3, signal_slots);
+  }
+  size_t need = (size_t)(2 * nranks - 1) * loom_rs_stride(mo, args->n, es);
+  int64_t slots = loom_ar_slots(args->m, nranks, args->n);
+  /* the one-shot mode (every rank's partial of all rows): at m, or at the
+   * most rows up to m it takes by its rule, so that every smaller call
+   * fits a communicator sized for this one */
+  int64_t m1 = ar_one_shot_forced() == 0 ? 0 : args->m;
+  if (m1 > 0 && !loom_ar_one_shot(m1, args->n, es, nranks)) {
+    const int64_t row = (int64_t)((size_t)args->n * es * (size_t)(nranks - 1));
+    m1 = COLL_AR_ONE_SHOT_BYTES / row < args->m ? COLL_AR_ONE_SHOT_BYTES / row : args->m;
+  }
+  if (m1 >= 1) {
+    const size_t one = (size_t)nranks * loom_rs_stride(m1, args->n, es);
+    if (one > need) need = one;
+    if (loom_rs_slots(m1, args->n) > slots) slots = loom_rs_slots(m1, args->n);
+  }
+  *bytes = need;
+  return slots_out(fn, args, nranks, slots, signal_slots);
 }
 
 /* ---- the calls ------------------------------------------------------------- */

@@ -358,15 +358,35 @@ static void test_ag_gemm_args(void) {
   EXPECT_BAD(loom_gemm_rs(&c, &a, 0), "signal slots");
 }
 
-/* GEMM + all-reduce: any m; every part of the workspace is the largest
- * owner's ceil(m / R) rows, R partials and the R - 1 other owners' reduced
- * rows; two slots per tile of those rows. */
+/* GEMM + all-reduce: any m; two-shot, every part of the workspace is the
+ * largest owner's ceil(m / R) rows, R partials and the R - 1 other owners'
+ * reduced rows, two slots per tile of those rows; one-shot (small
+ * partials), R parts of all m rows, a slot per tile of them; the larger of
+ * the two (one-shot at up to m rows). */
 static void test_gemm_ar_args(void) {
   loom_gemm_args_t a = good_gemm();
   size_t b = 0;
   int slots = 0;
   a.n = 256;
   a.k = 64;
+  /* one-shot (the default for partials this small): 300 x 256 bf16 = 153600
+   * bytes a rank's partial, 3 x of it <= 1 MiB: 4 parts; 3 x 2 tiles of the
+   * 300 rows + 2 slots */
+  CHECK(loom_gemm_ar_workspace_bytes(&a, 4, &b, &slots) == LOOM_SUCCESS && b == 4 * 153600u && slots == 3 * 2 + 2,
+        "ar workspace, one-shot: 4 x 153600 bytes, 3 x 2 tiles + 2 slots (got %zu, %d)", b, slots);
+  /* 1800 rows: 3 x 900 KB > 1 MiB, two-shot (7 x 450 x 256 x 2 = 7 x 230400
+   * bytes), but a call of up to 682 rows would go one-shot: 4 x 682 x 512
+   * bytes (rounded to 256) are reserved for it */
+  a.m = 1800;
+  CHECK(loom_gemm_ar_workspace_bytes(&a, 4, &b, &slots) == LOOM_SUCCESS && b == 7 * 230400u &&
+            slots == 2 * 4 * 2 + 2,
+        "ar workspace, m = 1800: 7 x 230400 bytes (got %zu, %d)", b, slots);
+  a.m = 1300; /* two-shot 7 x 166400 = 1164800 bytes; one-shot up to 682 rows: 4 x 349184 = 1396736 */
+  CHECK(loom_gemm_ar_workspace_bytes(&a, 4, &b, &slots) == LOOM_SUCCESS && b == 4 * 349184u &&
+            slots == 6 * 2 + 2,
+        "ar workspace, m = 1300: the one-shot part of 682 rows (got %zu, %d)", b, slots);
+  a.m = 300;
+  setenv("LOOM_AR_ONE_SHOT", "0", 1); /* two-shot forced: no one-shot part */
   /* 300 rows over 4 ranks, 75 each: 75 x 256 bf16 = 38400 bytes (already a
    * multiple of 256), 1 x 2 tiles */
   CHECK(loom_gemm_ar_workspace_bytes(&a, 4, &b, &slots) == LOOM_SUCCESS && b == 7 * 38400u &&
@@ -388,6 +408,9 @@ static void test_gemm_ar_args(void) {
   CHECK(loom_gemm_ar_workspace_bytes(&a, 8, &b, &slots) == LOOM_SUCCESS && b == 15 * 768u &&
             slots == 2 * 3 + 2,
         "ar workspace, m < R: 15 x (1 x 264 bf16 rounded to 768) bytes (got %zu, %d)", b, slots);
+  unsetenv("LOOM_AR_ONE_SHOT");
+  CHECK(loom_gemm_ar_workspace_bytes(&a, 8, &b, &slots) == LOOM_SUCCESS && b == 8 * 1792u && slots == 2 * 3 + 2,
+        "ar workspace, m < R, one-shot: 8 x (3 x 264 bf16 rounded to 1792) bytes (got %zu, %d)", b, slots);
   EXPECT_BAD(loom_gemm_ar_workspace_bytes(NULL, 2, &b, NULL), "args");
   EXPECT_BAD(loom_gemm_ar_workspace_bytes(&a, 2, NULL, NULL), "bytes");
   EXPECT_BAD(loom_gemm_ar_workspace_bytes(&a, 0, &b, NULL), "ranks");
@@ -400,8 +423,9 @@ static void test_gemm_ar_args(void) {
   a.n = 1024;
   EXPECT_BAD(loom_gemm_ar_workspace_bytes(&a, 2, &b, &slots), "signal slots");
 
-  /* the call: 300 rows over 2 ranks, 150 each: parts of 79360 bytes, 3 of
-   * them; 2 x 3 tiles, twice, + 2 = 14 slots */
+  /* the call: 300 rows over 2 ranks, one-shot (158400 bytes a partial):
+   * 2 parts of 158464 bytes (two-shot: 3 of 79360); slots: two-shot's 2 x
+   * 3 tiles, twice, + 2 = 14 (one-shot 3 x 3 + 2) */
   loom_fault_record rec;
   struct loom_comm c = fake_comm(&rec, 2);
   c.config.workspace_bytes = 64 << 20;
@@ -414,7 +438,7 @@ static void test_gemm_ar_args(void) {
   a.c = (void *)((const char *)a.b - 100000); /* C [300 x 264] (158400 bytes) runs into B */
   EXPECT_BAD(loom_gemm_ar(&c, &a, 0), "overlaps");
   a = good_gemm();
-  c.config.workspace_bytes = 200000; /* the reduce-scatter's 2 x 79360 fit, not 3 */
+  c.config.workspace_bytes = 300000; /* two-shot's 3 x 79360 fit, not one-shot's 2 x 158464 */
   EXPECT_BAD(loom_gemm_ar(&c, &a, 0), "workspace");
   c.config.workspace_bytes = 64 << 20;
   c.config.signal_slots = 13;

@@ -70,6 +70,14 @@ static void named_shapes(void) {
   /* column chunks (session 23 (h)) */
   CHECK(coll_rs_chunks(32, 4, 4, 1, sms) == 4, "Llama reduce-scatter 256 tokens, a group per owner, B past L2: 4");
   CHECK(coll_rs_chunks(2, 32, 4, 0, sms) == 1, "mKernel reduce-scatter M = 4096 (B in L2, 32 m-blocks): 1");
+  /* the all-reduce's one-shot mode (partial bytes = m n esize) */
+  CHECK(coll_ar_one_shot_rule(16 * 8192 * 2, 4), "all-reduce Llama 16 tokens on 4 GPUs: one-shot");
+  CHECK(coll_ar_one_shot_rule(256 * 128 * 2, 4), "all-reduce floor (256 x 128) on 4 GPUs: one-shot");
+  CHECK(!coll_ar_one_shot_rule(128 * 8192 * 2, 4), "all-reduce Llama 128 tokens on 4 GPUs: two-shot");
+  CHECK(!coll_ar_one_shot_rule(4096 * 256 * 2, 4), "all-reduce mKernel M = 4096 on 4 GPUs: two-shot");
+  CHECK(coll_ar_one_shot_rule(64 * 8192 * 2, 2) && !coll_ar_one_shot_rule(16 * 8192 * 2, 8),
+        "one-shot up to 64 tokens on 2 GPUs, below 16 on 8");
+  CHECK(!coll_ar_one_shot_rule(1, 1), "never on one rank");
   CHECK(coll_rs_chunks(4, 128, 4, 0, sms) == 3,
         "mKernel reduce-scatter M = 16384 (128 m-blocks of 4 n-blocks: a chunk of one would not fill 132 SMs): 3");
 }

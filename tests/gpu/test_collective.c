@@ -437,6 +437,11 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
       /* the all-gather's bulk pushes: a piece counted while the next one
        * flies, or each at once */
       setenv("LOOM_AG_DEFER", id / 2 % 2 ? "0" : "1", 1);
+      /* the all-reduce's one-shot mode: automatic (small partials), forced on, forced off */
+      if (id / 3 % 3 == 0)
+        unsetenv("LOOM_AR_ONE_SHOT");
+      else
+        setenv("LOOM_AR_ONE_SHOT", id / 3 % 3 == 1 ? "1" : "0", 1);
       if (id / 4 % 2) /* one side-role item per tile, or the automatic slices (up to 8 here) */
         setenv("LOOM_RS_SLICES", "1", 1);
       else
@@ -490,6 +495,7 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
   unsetenv("LOOM_COLL_SPREAD");
   unsetenv("LOOM_COLL_B_AHEAD");
   unsetenv("LOOM_AG_DEFER");
+  unsetenv("LOOM_AR_ONE_SHOT");
   printf("  %s R=%d: %d cases (three operators) x %d calls, worst row error %.3g\n", what, R, ncase, CALLS,
          worst_all);
   free(tmp);
@@ -556,8 +562,9 @@ static int run_graph_case(rank_ctx *cs, int R) {
 
 /* Fault runs of one world size: FAULT_SHAPE[j] for runs 1 + j NUM_OPS ..
  * (j + 1) NUM_OPS, one operator each: a group per source / owner (m =
- * 100), and the decode forms (m = 20: the all-gather's one group and the
- * one-tile mode up to 6 ranks, the decode tile). */
+ * 100; the all-reduce two-shot), and the decode forms (m = 20: the
+ * all-gather's one group and the one-tile mode up to 6 ranks, the decode
+ * tile, the all-reduce's one-shot mode). */
 static const int FAULT_SHAPE[] = {0, 2};
 #define FAULT_RUNS (NUM_OPS * (int)(sizeof FAULT_SHAPE / sizeof FAULT_SHAPE[0]))
 
@@ -569,6 +576,11 @@ static int run_fault_case(rank_ctx *cs, int nl, int R, int f) {
   float *tmp = malloc(MAX_ELEMS_A * sizeof(float));
   void *packed = malloc(MAX_ELEMS_A * sizeof(float));
   int rc = 0;
+  /* the all-reduce: two-shot at m = 100 (forced), one-shot at m = 20 (its automatic choice) */
+  if (f / NUM_OPS == 0)
+    setenv("LOOM_AR_ONE_SHOT", "0", 1);
+  else
+    unsetenv("LOOM_AR_ONE_SHOT");
   const double t0 = now_s();
   for (int i = 0; i < nl; i++) {
     if (cs[i].rank == R - 1) continue;
@@ -593,6 +605,7 @@ static int run_fault_case(rank_ctx *cs, int nl, int R, int f) {
           loom_result_string(ae), loom_last_error(), want);
     CHECK(dt < FAULT_TIMEOUT_MS / 1e3 + 2.0, "fault: rank %d took %.1f s", cs[i].rank, dt);
   }
+  unsetenv("LOOM_AR_ONE_SHOT");
   free(tmp);
   free(packed);
   return rc;

@@ -221,14 +221,17 @@ class TestConfigs(unittest.TestCase):
         self.assertIn("multiples of 8", loom.last_error())
 
     def test_gemm_ar_workspace(self):
-        # any m: 301 rows over 4 ranks, 76 at most; R partials + the R - 1
-        # other owners' reduced rows, each part 76 x 264 bf16 rounded to 256
-        # bytes; 1 x 3 tiles, twice, + 2 slots; one rank needs no workspace
-        # and 3 slots
+        # any m: 301 rows over 4 ranks go one-shot (3 x 301 x 264 bf16 <= 1
+        # MiB): 4 parts of all 301 x 264 bf16 rows rounded to 256 bytes, 3 x 3
+        # tiles + 2 slots; at 2000 rows two-shot, 500 at most a rank: the R
+        # partials + the R - 1 other owners' reduced rows, each part 500 x
+        # 264 bf16 rounded to 256 bytes, 4 x 3 tiles, twice, + 2 slots; one
+        # rank needs no workspace and 3 slots
         a = _lib.gemm_args_init()
-        a.m, a.n, a.k = 301, 264, 1032
+        a.n, a.k = 264, 1032
         b, s = ctypes.c_size_t(), ctypes.c_int()
-        for nranks, want in ((4, (7 * 40192, 8)), (1, (0, 3))):
+        for m, nranks, want in ((301, 4, (4 * 158976, 11)), (2000, 4, (7 * 264192, 26)), (301, 1, (0, 3))):
+            a.m = m
             self.assertEqual(_lib.lib.loom_gemm_ar_workspace_bytes(
                 ctypes.byref(a), nranks, ctypes.byref(b), ctypes.byref(s)), Result.SUCCESS)
             self.assertEqual((b.value, s.value), want)

@@ -153,4 +153,22 @@ static inline int coll_rs_chunks(int n_tiles, int64_t mt_all, int groups, int b_
   return chunks;
 }
 
+/* Whether an all-reduce whose partial (all m rows of this rank's GEMM) is
+ * `partial_bytes` goes one-shot on R ranks: each rank's epilogue stores
+ * its partial into every rank's window, and every rank sums all R
+ * partials of every tile in source order (the same bits everywhere). The
+ * two-shot form (the reduce-scatter, then each owner's reduced rows pushed
+ * to every peer and copied into C there) sends 2 (R - 1) / R partials a
+ * rank over two hops; one-shot sends R - 1 partials over one. At decode
+ * sizes every tile of the partial finishes at once and the second hop's
+ * fixed costs are the tail (4x H100: the all-reduce ran 6-9 us past the
+ * reduce-scatter of the same shape at 16 tokens and at the floor,
+ * bench/RESULTS.md session 28); where the partial is large its extra
+ * bytes would cost more. One-shot while R - 1 partials stay within
+ * COLL_AR_ONE_SHOT_BYTES, on 2 ranks or more. */
+#define COLL_AR_ONE_SHOT_BYTES (1024 * 1024)
+static inline int coll_ar_one_shot_rule(int64_t partial_bytes, int R) {
+  return R >= 2 && (R - 1) * partial_bytes <= COLL_AR_ONE_SHOT_BYTES;
+}
+
 #endif

@@ -32,6 +32,15 @@
  * copy the owner's finished rows from this rank's own window into C (local
  * reads: nothing crosses NVLink twice, and no rank reads another's window).
  * Every rank's C is then the same bits.
+ *
+ * The all-reduce's one-shot mode (loom_ar_one_shot: small partials, where
+ * the second hop's fixed costs are the tail): one group over all m rows;
+ * the epilogue stores the partial into part r of this rank's window and,
+ * through the engine's replicas (hop_params.n_rep), of every peer's, and
+ * done() signals every rank. Every rank's side role then reduces every
+ * tile of all m rows from the R parts in source order into C, as an owner
+ * of all rows: no publish, no gather. Each task waits for every rank's
+ * credit (the one-tile mode's readiness).
  */
 #include <cuda_runtime.h>
 
@@ -85,6 +94,8 @@ struct rs_kparams {
   uint64_t *stamps;   /* [blocks][LOOM_COLL_STAMPS] */
   const char *bias;   /* the BIAS kernels: [n], added to the sum before the activation (the
                          engine's partials carry none) */
+  int64_t rep_delta[LOOM_AG_MAX_RANKS]; /* one-shot: hop_params.rep_delta, [i] = peer (r + i) % R's
+                                           window part r minus this rank's */
 };
 static_assert(sizeof(rs_kparams) <= 4096, "kernel parameter: 4 KB");
 static_assert(hop_pp<HOP_BF16>::BM == LOOM_RS_MIN_TILE && hop_pp<HOP_BF16>::BN == LOOM_RS_MIN_TILE &&
@@ -157,7 +168,8 @@ template <> struct rs_vec<__nv_bfloat16> : rs_vec16<__nv_bfloat16> {};
 template <> struct rs_vec<__half> : rs_vec16<__half> {};
 
 /* Owner o's rows (reduce-scatter: m % R == 0, so the same for every o). */
-static __device__ __forceinline__ int rs_rows(const rs_kparams &p, int o) {
+template <bool SHOT = false> static __device__ __forceinline__ int rs_rows(const rs_kparams &p, int o) {
+  if (SHOT) return o == p.c.rank ? p.m : 0; /* one-shot: every rank owns all rows */
   return (int)loom_ar_rows(p.m, p.c.nranks, o);
 }
 
@@ -171,13 +183,13 @@ static __device__ __forceinline__ int rs_owns(const rs_kparams &p, int o, int r0
  * (hop_sched_next with n_chunk), owners o = r, r+1, ... inside a chunk (only
  * r for the reduce-scatter), the engine's raster inside an owner's chunk.
  * Returns the owner; *mb, *nb the tile. */
-template <bool AR>
+template <bool AR, bool SHOT>
 static __device__ __forceinline__ int rs_item(const rs_kparams &p, int item, int mt_all, int *mb, int *nb) {
   const int R = p.c.nranks, r = p.c.rank, nc = p.hp.n_chunk;
   const int j = item / (mt_all * nc), rem = item - j * mt_all * nc;
   const int span = min(nc, p.n_tiles - j * nc), mp = rem / span;
-  int i = 0, base = 0, mt = (rs_rows(p, r) + p.bm - 1) / p.bm;
-  if (AR)
+  int i = 0, base = 0, mt = (rs_rows<SHOT>(p, r) + p.bm - 1) / p.bm;
+  if (AR && !SHOT)
     while (i + 1 < R && mp >= base + mt) {
       base += mt;
       i++;
@@ -256,8 +268,9 @@ static __device__ __forceinline__ void rs_copy_rows(char *out, const char *src, 
 
 /* BIAS: the reductions add rs_kparams.bias to the sum (rs_reduce_rows); the
  * engine's epilogue adds none to the partials (no `bias` member here:
- * hop_side_bias is false). */
-template <int ACT, class T, bool AR, bool BIAS>
+ * hop_side_bias is false). SHOT (AR only): the one-shot mode, its own
+ * kernels, so that the two-shot ones carry none of its code. */
+template <int ACT, class T, bool AR, bool BIAS, bool SHOT = false>
 struct rs_side {
   static constexpr bool active = true;
   static constexpr bool has_done = true;
@@ -265,6 +278,8 @@ struct rs_side {
   static constexpr bool defer_done = !AR; /* hop_side_defer (reduce-scatter only: RESULTS session 16 (g)) */
   static constexpr bool after_engine = true; /* hop_side_after: the consumers join the work items */
   static constexpr bool dynamic = true; /* hop_dyn: tasks from a counter (the blocks stay together in the raster) */
+  static constexpr bool replicas = SHOT; /* hop_side_rep: the one-shot mode's stores into every window */
+  static_assert(AR || !SHOT, "one-shot: the all-reduce's");
   const rs_kparams *P;
   uint64_t epoch;
   rs_state *st; /* shared memory */
@@ -278,6 +293,13 @@ struct rs_side {
    * in a row on every tile's signal. */
   __device__ __forceinline__ void done(const hop_task &t) const {
     const loom_dev_comm &c = P->c;
+    if (SHOT) { /* every rank got the tile: the tags, one fence, the flags */
+      for (int o = 0; o < c.nranks; o++)
+        ptx_st_relaxed_sys_u64(loom_flag_ptr(c, o, c.rank, loom_tag_slot(c)), loom_call_tag(epoch, c.op));
+      __threadfence_system();
+      for (int o = 0; o < c.nranks; o++) loom_signal_fenced(c, o, t.m_blk * P->n_tiles + t.n_blk, epoch);
+      return;
+    }
     if (P->one_tile) { /* every owner of a row of the task: the tags, one fence, the flags (its tile 0, t.n_blk) */
       const int r0 = t.m_blk * P->bm;
       for (int o = 0; o < c.nranks; o++)
@@ -317,7 +339,7 @@ struct rs_side {
     }
     const int S = p.slices, tile = item / S;
     int mb, nb;
-    const int o = rs_item<AR>(p, tile, mt_all, &mb, &nb);
+    const int o = rs_item<AR, SHOT>(p, tile, mt_all, &mb, &nb);
     const int slot = mb * p.n_tiles + nb;
     int ok = 1, stopped = 0;
     /* loom_poll_flag_stop: a team's wait ends when the other team has given
@@ -373,7 +395,7 @@ struct rs_side {
     const rs_kparams &p = *P;
     const int R = p.c.nranks, r = p.c.rank, sr = p.bm / p.slices;
     int mt_all = 0; /* m-blocks of the items of one chunk column */
-    for (int i = 0; i < (AR ? R : 1); i++) mt_all += (rs_rows(p, (r + i) % R) + p.bm - 1) / p.bm;
+    for (int i = 0; i < (AR && !SHOT ? R : 1); i++) mt_all += (rs_rows<SHOT>(p, (r + i) % R) + p.bm - 1) / p.bm;
     const int total = mt_all * p.n_tiles * p.slices;
     /* the last column chunk's first item: its partials are complete only
      * as the engine ends, when the consumers are free to reduce them */
@@ -386,17 +408,17 @@ struct rs_side {
       if (!tm->go) break;
       const int o = tm->o, mb = tm->mb, nb = tm->nb;
       const int row0 = mb * p.bm + tm->slice * sr; /* the slice's first row in o's rows */
-      const int rows = max(0, min(sr, rs_rows(p, o) - row0));
+      const int rows = max(0, min(sr, rs_rows<SHOT>(p, o) - row0));
       const int vpr = min(p.bn, p.n - nb * p.bn) / rs_vec<T>::n; /* 16-byte vectors per row (n % 8 == 0) */
       /* the slice inside an owner's rows, and where it goes in C */
       const size_t off = (size_t)row0 * pitch + (size_t)nb * p.bn * sizeof(T);
-      char *const out = p.out + (AR ? (size_t)loom_ar_row0(p.m, R, o) * pitch : 0) + off;
+      char *const out = p.out + (AR && !SHOT ? (size_t)loom_ar_row0(p.m, R, o) * pitch : 0) + off;
       char *const win = loom_local_ptr(p.c, p.c.data_offset);
       if (o == r) {
-        rs_reduce_rows<ACT, T, AR, NT, SB, BIAS>(out, win + off, p.stride, R, p.fin_peer, off,
+        rs_reduce_rows<ACT, T, AR && !SHOT, NT, SB, BIAS>(out, win + off, p.stride, R, p.fin_peer, off,
                                                  BIAS ? p.bias + (size_t)nb * p.bn * sizeof(T) : NULL, rows * vpr,
                                                  vpr, pitch, tid);
-        if (AR) { /* the tile's last slice tells every peer */
+        if (AR && !SHOT) { /* the tile's last slice tells every peer */
           ptx_named_bar_sync(BAR, NT);
           if (tid == 0) {
             const int slot = mb * p.n_tiles + nb;
@@ -439,6 +461,7 @@ struct rs_side {
  * (a peer that has not finished the previous call: named by the first
  * credit still behind); then, block 0 (which acquired every source's flag
  * of its first tile), every peer's call tag. */
+template <bool SHOT>
 static __device__ __forceinline__ int rs_diagnose(const rs_kparams &p, const rs_state *st, uint64_t epoch,
                                                   loom_wait_fail *f) {
   const loom_dev_comm &c = p.c;
@@ -462,11 +485,11 @@ static __device__ __forceinline__ int rs_diagnose(const rs_kparams &p, const rs_
     return 1;
   }
   /* an all-reduce owner of no rows (m < R) received no partial: no check */
-  if (blockIdx.x != 0 || rs_rows(p, c.rank) == 0) return 0;
+  if (blockIdx.x != 0 || rs_rows<SHOT>(p, c.rank) == 0) return 0;
   return coll_check_tags<false>(c, epoch, 0, f); /* its first tile acquired every source's flag */
 }
 
-template <class CFG, int ACT, int OUT, bool AR, bool BIAS>
+template <class CFG, int ACT, int OUT, bool AR, bool BIAS, bool SHOT>
 __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_constant__ rs_kparams P) {
   typedef typename hop_out_type<OUT>::T T;
   static_assert(CFG::consumer_wgs * 128 == RS_CONS_THREADS, "rs_side::after: every consumer thread");
@@ -489,14 +512,14 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
    * sum. Every task's readiness wait is its owners' completion credits (a
    * group per owner: that owner's; the one-tile mode: all of them), so a
    * task whose wait gave up stores nothing into any window. */
-  hop_gemm_run<CFG, HOP_ACT_NONE, OUT, rs_side<ACT, T, AR, BIAS>>(P.hp, rs_smem_raw, (uint32_t)epoch,
-                                                                    rs_side<ACT, T, AR, BIAS>{&P, epoch, &st});
+  hop_gemm_run<CFG, HOP_ACT_NONE, OUT, rs_side<ACT, T, AR, BIAS, SHOT>>(
+      P.hp, rs_smem_raw, (uint32_t)epoch, rs_side<ACT, T, AR, BIAS, SHOT>{&P, epoch, &st});
   /* consumers at 232 registers, the producer warpgroup at 40: light code
    * only (the GEMM stamp is rs_side::after's) */
   __syncthreads();
   if (threadIdx.x == 0) {
     loom_wait_fail f;
-    if (rs_diagnose(P, &st, epoch, &f)) loom_wait_settle(P.c, f);
+    if (rs_diagnose<SHOT>(P, &st, epoch, &f)) loom_wait_settle(P.c, f);
     coll_stamp(P.stamps, LOOM_COLL_STAMP_END);
   }
   loom_kernel_end(P.c, epoch); /* its last block also zeroes the dynamic order's counter */
@@ -528,9 +551,17 @@ static int rs_n_chunk(int n_tiles, int mt_all, int groups, int b_past_l2, int sm
 /* The engine groups of a call of m rows on R ranks (the launch's tile is
  * chosen on them): one of all m rows in the one-tile mode (coll_one_group,
  * LOOM_RS_ONE_TILE=0 turns it off), else one per owner of up to
- * ceil(m / R) rows (the reduce-scatter's m / R); *rows the rows of each. */
-static int rs_groups(const loom_coll_args *a, int R, int *rows) {
+ * ceil(m / R) rows (the reduce-scatter's m / R); *rows the rows of each.
+ * ar: an all-reduce, whose one-shot mode (rs_one_shot) is one group too. */
+static int rs_one_shot(const loom_coll_args *a, int R) {
+  return loom_ar_one_shot(a->m, a->n, a->dtype == LOOM_FP32 ? 4 : 2, R);
+}
+static int rs_groups(const loom_coll_args *a, int R, int ar, int *rows) {
   const int64_t m = a->m;
+  if (ar && rs_one_shot(a, R)) { /* the all-reduce's one-shot mode: one group of all m rows */
+    *rows = (int)m;
+    return 1;
+  }
   const int one = coll_one_group(m, R, RS_ONE_TILE_ROWS, coll_b_past_l2(a), "LOOM_RS_ONE_TILE");
   *rows = (int)(one ? m : (m + R - 1) / R);
   return one ? 1 : R;
@@ -543,10 +574,11 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   rs_kparams kp;
   memset(&kp, 0, sizeof kp);
   const size_t es = CFG::esize;
-  const int mo_max = (a->m + R - 1) / R;
+  const int shot = AR && rs_one_shot(a, R); /* the all-reduce's one-shot mode */
+  const int mo_max = shot ? a->m : (a->m + R - 1) / R; /* rows this rank owns (the largest owner's) */
   const size_t stride = loom_rs_stride(mo_max, a->n, es);
   int g_rows = 0;
-  const int groups = rs_groups(a, R, &g_rows), one = groups == 1;
+  const int groups = rs_groups(a, R, AR, &g_rows), one = groups == 1 && !shot;
   cudaError_t e = coll_params<CFG>(&kp.hp, HOP_ACT_NONE, groups, g_rows, a->n, a->k, a->n, c->sms, a->error,
                                    c->timeout_ns, offsetof(rs_kparams, groups) - offsetof(rs_kparams, hp),
                                    offsetof(rs_kparams, maps) - offsetof(rs_kparams, hp),
@@ -555,7 +587,30 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   const int n_tiles = kp.hp.n_tiles;
   int tile_begin = 0, owner_tiles = 0; /* tasks; the owners' tiles (side-role items / slices) */
   for (int o = 0; o < R; o++) owner_tiles += (int)(loom_ar_rows(a->m, R, o) + CFG::BM - 1) / CFG::BM * n_tiles;
-  if (one) { /* one group: all m rows of A, each row's partial to its owner's window (row table) */
+  if (shot) { /* one group: all m rows of A, the partial into part r of every rank's window */
+    if ((e = hop_make_map(&kp.one.maps[0], CFG::dtype, a->a, a->m, a->k, a->k, CFG::BK, CFG::BM)) != cudaSuccess ||
+        (e = hop_make_map(&kp.one.maps[1], CFG::dtype, a->b, a->n, a->k, a->k, CFG::BK, CFG::b_box_rows)) !=
+            cudaSuccess)
+      return e;
+    hop_group *hg = &kp.groups[0];
+    hg->rows = a->m;
+    hg->tile_begin = 0;
+    hg->c = a->data_local + (size_t)r * stride; /* rows of n elements: ldc = n (coll_params) */
+    tile_begin = (a->m + CFG::BM - 1) / CFG::BM * n_tiles;
+    /* the stores reach every rank's window: every rank's credit (as the one-tile mode) */
+    hg->ready = (const uint32_t *)(a->flags_local + (c->slots - 1));
+    hg->ready_target = 0xFFFFFFFFu;
+    hg->ready_stride = 0;
+    hg->ready_n = R;
+    hg->ready_n_stride = 2 * c->slots;
+    kp.hp.b_ahead = coll_b_ahead<CFG>(0, tile_begin, c->sms, a->l2_bytes, kp.hp.nkb);
+    for (int d = 0; d < R; d++) /* peer (r + d) % R's part r, from this rank's part r */
+      kp.rep_delta[d] = (int64_t)((uintptr_t)a->peer_base[(r + d) % R] + c->data_offset) -
+                        (int64_t)(uintptr_t)a->data_local;
+    kp.rep_delta[0] = 0;
+    kp.hp.rep_delta = (const int64_t *)(uintptr_t)(offsetof(rs_kparams, rep_delta) - offsetof(rs_kparams, hp));
+    kp.hp.n_rep = R;
+  } else if (one) { /* one group: all m rows of A, each row's partial to its owner's window (row table) */
     if ((e = hop_make_map(&kp.one.maps[0], CFG::dtype, a->a, a->m, a->k, a->k, CFG::BK, CFG::BM)) != cudaSuccess ||
         (e = hop_make_map(&kp.one.maps[1], CFG::dtype, a->b, a->n, a->k, a->k, CFG::BK, CFG::b_box_rows)) !=
             cudaSuccess)
@@ -582,7 +637,7 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     hg->ready_n_stride = 2 * c->slots; /* 8-byte flags, slots an owner */
     kp.hp.b_ahead = coll_b_ahead<CFG>(0, tile_begin, c->sms, a->l2_bytes, kp.hp.nkb); /* off: it lost here */
   }
-  for (int g = 0; g < R && !one; g++) {
+  for (int g = 0; g < R && groups > 1; g++) {
     const int o = (r + 1 + g) % R;
     const int rows = (int)loom_ar_rows(a->m, R, o);
     const char *src = (const char *)a->a + (size_t)loom_ar_row0(a->m, R, o) * a->k * es;
@@ -608,7 +663,7 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     hg->ready_target = 0xFFFFFFFFu;
     hg->ready_stride = 0;
   }
-  for (int d = 1; AR && d < R; d++) /* owner r's reduced rows in peer (r + d) % R's window */
+  for (int d = 1; AR && !shot && d < R; d++) /* owner r's reduced rows in peer (r + d) % R's window */
     kp.fin_peer[d] = (char *)a->peer_base[(r + d) % R] + c->data_offset +
                      (size_t)loom_ar_fin_part(r, (r + d) % R, R) * stride;
   kp.hp.total_tiles = kp.hp.total_tasks = tile_begin;
@@ -625,14 +680,20 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   kp.n_tiles = n_tiles;
   kp.slot_tiles = (int)(loom_rs_slots(mo_max, a->n) - 2);
   /* the side role's tiles: this rank's (reduce-scatter), every owner's (all-reduce) */
-  kp.slices = rs_slices(AR ? owner_tiles : (int64_t)(mo_max + CFG::BM - 1) / CFG::BM * n_tiles, c->sms,
+  kp.slices = rs_slices(AR && !shot ? owner_tiles : (int64_t)(mo_max + CFG::BM - 1) / CFG::BM * n_tiles, c->sms,
                         mo_max < CFG::BM ? mo_max : CFG::BM, (int)((a->n < CFG::BN ? a->n : CFG::BN) * es), R);
   kp.counters = a->counters;
   kp.stamps = a->stamps;
   kp.hp.tile_counter = &c->ctrl->tiles;
   kp.bias = (const char *)a->bias;
-  if (a->bias) return coll_launch<CFG>(rs_gemm_kernel<CFG, ACT, OUT, AR, true>, kp, c, stream);
-  return coll_launch<CFG>(rs_gemm_kernel<CFG, ACT, OUT, AR, false>, kp, c, stream);
+  if constexpr (AR) {
+    if (shot) {
+      if (a->bias) return coll_launch<CFG>(rs_gemm_kernel<CFG, ACT, OUT, AR, true, true>, kp, c, stream);
+      return coll_launch<CFG>(rs_gemm_kernel<CFG, ACT, OUT, AR, false, true>, kp, c, stream);
+    }
+  }
+  if (a->bias) return coll_launch<CFG>(rs_gemm_kernel<CFG, ACT, OUT, AR, true, false>, kp, c, stream);
+  return coll_launch<CFG>(rs_gemm_kernel<CFG, ACT, OUT, AR, false, false>, kp, c, stream);
 }
 
 template <class CFG, int ACT, int OUT> struct rs_launcher {
@@ -649,13 +710,13 @@ template <class CFG, int ACT, int OUT> struct ar_launcher {
 extern "C" cudaError_t loom_launch_gemm_rs(const loom_dev_comm *c, const loom_coll_args *a,
                                            cudaStream_t stream) {
   int rows = 0;
-  const int groups = rs_groups(a, c->nranks, &rows);
+  const int groups = rs_groups(a, c->nranks, 0, &rows);
   return coll_dispatch<rs_launcher, true>(c, a, a->dtype, a->act, groups, rows, a->n, coll_wide_ok(a, 0), stream);
 }
 
 extern "C" cudaError_t loom_launch_gemm_ar(const loom_dev_comm *c, const loom_coll_args *a,
                                            cudaStream_t stream) {
   int rows = 0;
-  const int groups = rs_groups(a, c->nranks, &rows);
+  const int groups = rs_groups(a, c->nranks, 1, &rows);
   return coll_dispatch<ar_launcher, true>(c, a, a->dtype, a->act, groups, rows, a->n, coll_wide_ok(a, 0), stream);
 }

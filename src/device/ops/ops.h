@@ -168,6 +168,16 @@ static inline LOOM_HD int loom_ar_fin_part(int o, int r, int R) {
 cudaError_t loom_launch_gemm_ar(const loom_dev_comm *c, const loom_coll_args *a,
                                 cudaStream_t stream);
 
+/* The all-reduce's one-shot mode (gemm_rs.cu): every rank's partial of
+ * all m rows in every rank's window, [source s][loom_rs_stride(m, N)],
+ * signal slot t of source s its tile t (over all m rows), every rank
+ * summing all R. Whether a call of m x n (esize bytes) on R ranks takes
+ * it: coll_ar_one_shot_rule (coll_rules.h); LOOM_AR_ONE_SHOT=0|1 forces
+ * it off or on (R >= 2; tests, diagnostics; every rank must see the same
+ * setting). The workspace and slot counts (loom_gemm_ar_workspace_bytes)
+ * follow the same choice. Host code (src/host/collective.c). */
+int loom_ar_one_shot(int64_t m, int64_t n, size_t esize, int R);
+
 #ifdef __cplusplus
 }
 #endif

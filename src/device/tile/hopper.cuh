@@ -335,6 +335,12 @@ struct hop_params {
   const void *bias;              /* [n] in the output type, added to column (B row) j before the
                                     activation, where the SIDE asks for it (hop_side_bias; not
                                     with SwiGLU): the collective GEMMs' loom_gemm_args_t.bias */
+  const int64_t *rep_delta;      /* n_rep > 1, where the SIDE asks for replicas (hop_side_rep):
+                                    [n_rep] byte distances, [0] = 0; every output element is also
+                                    stored at its address + rep_delta[i], i >= 1 (the all-reduce's
+                                    one-shot mode: the same part of every peer's window); a byte
+                                    offset from this struct with maps_const, as groups */
+  int32_t n_rep;                 /* 0 or 1: no replicas */
 };
 
 /* The launch's group table and group maps (see hop_params.maps_const): a
@@ -535,6 +541,16 @@ template <class S, class = void> struct hop_side_bias {
 };
 template <class S> struct hop_side_bias<S, decltype((void)S::bias, void())> {
   static constexpr bool value = S::bias;
+};
+
+/* Whether a SIDE's launches may replicate the epilogue's stores
+ * (hop_params.n_rep): its `static constexpr bool replicas`, false when it
+ * has none (the others compile without the loop). */
+template <class S, class = void> struct hop_side_rep {
+  static constexpr bool value = false;
+};
+template <class S> struct hop_side_rep<S, decltype((void)S::replicas, void())> {
+  static constexpr bool value = S::replicas;
 };
 
 /* Whether a SIDE wants the consumer threads once their tasks are done: its
@@ -1176,7 +1192,8 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
         if (skipped) break;
       }
       if (!skipped) {
-        hop_epilogue<CFG, ACT, OUT, CFG::acc_regs, hop_side_bias<SIDE>::value>(acc, p, t, row_off, col_off);
+        hop_epilogue<CFG, ACT, OUT, CFG::acc_regs, hop_side_bias<SIDE>::value, hop_side_rep<SIDE>::value>(
+            acc, p, t, row_off, col_off);
         hop_task_done<CFG>(side, t, wg);
       }
     }
@@ -1206,8 +1223,8 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
         hop_splitk_finish<CFG, ACT, OUT>(acc, p, sm, t, skipped, row_off, col_off);
       } else if (!skipped) {
         if (!idle)
-          hop_epilogue_store<CFG, ACT, OUT, CFG::acc_regs, hop_side_bias<SIDE>::value>(acc, p, t, gp, stg, row_off,
-                                                                                        col_off, cmap_fenced);
+          hop_epilogue_store<CFG, ACT, OUT, CFG::acc_regs, hop_side_bias<SIDE>::value, hop_side_rep<SIDE>::value>(
+              acc, p, t, gp, stg, row_off, col_off, cmap_fenced);
         if (defer) {
           pend = t;
           pending = 1;
@@ -1246,8 +1263,8 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
       if (!hop_mainloop_w1<CFG>(acc, sm, da0, db0, t, stage, phase, HOP_BAR_ORDER + (wg ^ 1), has_next)) {
 #pragma unroll
         for (int h = 0; h < CFG::m_halves; h++)
-          hop_epilogue<CFG, ACT, OUT, CFG::WG_N / 2, hop_side_bias<SIDE>::value>(acc + h * (CFG::WG_N / 2), p, t,
-                                                                                  64 * h, 0);
+          hop_epilogue<CFG, ACT, OUT, CFG::WG_N / 2, hop_side_bias<SIDE>::value, hop_side_rep<SIDE>::value>(
+              acc + h * (CFG::WG_N / 2), p, t, 64 * h, 0);
         hop_task_done<CFG>(side, t, wg);
       }
     }

@@ -94,6 +94,40 @@ static __device__ __forceinline__ void hop_quad_store(T *row, int col, bool ok, 
   if (ok) *(uint4 *)(row + col) = v;
 }
 
+/* Replicated outputs (hop_params.n_rep > 1; compiled in for a SIDE with
+ * `static constexpr bool replicas`, hop_side_rep): every element stored
+ * at its address also goes to that address + hop_rep_delta(p)[i], i = 1 ..
+ * n_rep - 1 (byte distances, e.g. the same part of every peer's window). */
+static __device__ __forceinline__ const int64_t *hop_rep_delta(const hop_params &p) {
+  return (const int64_t *)(hop_param_base(p) + (uintptr_t)p.rep_delta);
+}
+template <bool REP, typename V> static __device__ __forceinline__ void hop_rep_put(void *at, V v, const hop_params &p) {
+  *(V *)at = v;
+  if constexpr (REP)
+    for (int i = 1; i < p.n_rep; i++) *(V *)((char *)at + hop_rep_delta(p)[i]) = v;
+}
+
+/* hop_quad_store with replicas (REP: hop_rep_put). */
+template <bool REP, typename T>
+static __device__ __forceinline__ void hop_quad_store_rep(T *row, int col, bool ok, const float (&x)[8],
+                                                          const hop_params &p) {
+  if constexpr (!REP) {
+    hop_quad_store(row, col, ok, x);
+  } else {
+    const uint4 v = hop_quad_transpose(hop_pack2((T *)0, x[0], x[1]), hop_pack2((T *)0, x[2], x[3]),
+                                       hop_pack2((T *)0, x[4], x[5]), hop_pack2((T *)0, x[6], x[7]));
+    if (ok) hop_rep_put<true>(row + col, v, p);
+  }
+}
+
+/* hop_store2 with replicas (REP: the rounded pair to every copy). */
+template <bool REP, typename T>
+static __device__ __forceinline__ void hop_store2_rep(T *at, float a, float b, const hop_params &p) {
+  hop_store2(at, a, b);
+  if constexpr (REP)
+    for (int i = 1; i < p.n_rep; i++) hop_store2((T *)((char *)at + hop_rep_delta(p)[i]), a, b);
+}
+
 /* Value e (0/1) of the column pair in accumulator chunk `chunk`, row half
  * h, of a fragment, the element-wise activation applied; SwiGLU's from its
  * gate and up chunks. */
@@ -190,7 +224,7 @@ static __device__ __forceinline__ hop_gptrs hop_group_ptrs(const hop_params &p, 
  * Stores: with p.store16 (16-bit output, every row 16-byte aligned) each
  * quad transposes four chunks and stores 16 bytes per lane (hop_quad_store);
  * otherwise column pairs (4 or 8 bytes) straight from the fragment. */
-template <class CFG, int ACT, int OUT, int NACC, bool BIAS = false>
+template <class CFG, int ACT, int OUT, int NACC, bool BIAS = false, bool REP = false>
 static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_params &p, const hop_task &t,
                                                     const hop_gptrs &gp, int row_off, int col_off) {
   typedef typename hop_out_type<OUT>::T T;
@@ -226,7 +260,7 @@ static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_
           x[k] = hop_val_b<ACT, BIAS>(acc, 4 * a + k / 2, h, k % 2, !BIAS ? 0.f : k % 2 ? bb[k / 2].y : bb[k / 2].x) *
                  scale;
         const int col = ocol0 + 32 * a + 8 * q;
-        hop_quad_store(dst, col, live && col < p.n_out, x);
+        hop_quad_store_rep<REP>(dst, col, live && col < p.n_out, x, p);
       }
     }
     return;
@@ -245,12 +279,13 @@ static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_
         if (ACT == HOP_ACT_SWIGLU) {
           if ((i & 7) < 4 && col < p.n) { /* gate chunk; its up chunk is i + 4 */
             const int oc = (col >> 6) * HOP_SWIGLU_BLOCK + (col & 63);
-            hop_store2(dst + oc, hop_swiglu_val(acc, i, i + 4, h, 0) * scale,
-                       hop_swiglu_val(acc, i, i + 4, h, 1) * scale);
+            hop_store2_rep<REP>(dst + oc, hop_swiglu_val(acc, i, i + 4, h, 0) * scale,
+                                hop_swiglu_val(acc, i, i + 4, h, 1) * scale, p);
           }
         } else if (col < p.n) {
-          hop_store2(dst + col, hop_val_b<ACT, BIAS>(acc, i, h, 0, BIAS ? hop_bias1<T>(p, col) : 0.f) * scale,
-                     hop_val_b<ACT, BIAS>(acc, i, h, 1, BIAS ? hop_bias1<T>(p, col + 1) : 0.f) * scale);
+          hop_store2_rep<REP>(dst + col,
+                              hop_val_b<ACT, BIAS>(acc, i, h, 0, BIAS ? hop_bias1<T>(p, col) : 0.f) * scale,
+                              hop_val_b<ACT, BIAS>(acc, i, h, 1, BIAS ? hop_bias1<T>(p, col + 1) : 0.f) * scale, p);
         }
       }
     }
@@ -345,23 +380,24 @@ static __device__ __forceinline__ void hop_epilogue_tma(const float *acc, const 
 
 /* A cooperative consumer WG's slab: through TMA (HOP_EPI_TMA, 16-bit
  * output, hop_tma_rows) or with direct stores. */
-template <class CFG, int ACT, int OUT, int NACC, bool BIAS = false>
+template <class CFG, int ACT, int OUT, int NACC, bool BIAS = false, bool REP = false>
 static __device__ __forceinline__ void hop_epilogue_store(const float *acc, const hop_params &p, const hop_task &t,
                                                           const hop_gptrs &gp, uint8_t *stg, int row_off,
                                                           int col_off, int &cmap_fenced) {
+  static_assert(!(REP && CFG::epi_tma), "replicas: direct stores only");
   if constexpr (CFG::epi_tma && OUT != HOP_OUT_FP32) {
     if (hop_tma_rows<CFG>(p, t, row_off)) {
       hop_epilogue_tma<CFG, ACT, OUT, NACC, BIAS>(acc, p, t, gp, stg, row_off, col_off, cmap_fenced);
       return;
     }
   }
-  hop_epilogue<CFG, ACT, OUT, NACC, BIAS>(acc, p, t, gp, row_off, col_off);
+  hop_epilogue<CFG, ACT, OUT, NACC, BIAS, REP>(acc, p, t, gp, row_off, col_off);
 }
 
-template <class CFG, int ACT, int OUT, int NACC, bool BIAS = false>
+template <class CFG, int ACT, int OUT, int NACC, bool BIAS = false, bool REP = false>
 static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_params &p, const hop_task &t,
                                                     int row_off, int col_off) {
-  hop_epilogue<CFG, ACT, OUT, NACC, BIAS>(acc, p, t, hop_group_ptrs(p, t), row_off, col_off);
+  hop_epilogue<CFG, ACT, OUT, NACC, BIAS, REP>(acc, p, t, hop_group_ptrs(p, t), row_off, col_off);
 }
 
 #endif /* LOOM_TILE_HOPPER_EPILOGUE_CUH */
