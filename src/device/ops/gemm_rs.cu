@@ -578,7 +578,7 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   const int mo_max = shot ? a->m : (a->m + R - 1) / R; /* rows this rank owns (the largest owner's) */
   const size_t stride = loom_rs_stride(mo_max, a->n, es);
   int g_rows = 0;
-  const int groups = rs_groups(a, R, AR, &g_rows), one = groups == 1 && !shot;
+  const int groups = rs_groups(a, R, AR, &g_rows), one = groups == 1 && !shot; /* the one-tile mode */
   cudaError_t e = coll_params<CFG>(&kp.hp, HOP_ACT_NONE, groups, g_rows, a->n, a->k, a->n, c->sms, a->error,
                                    c->timeout_ns, offsetof(rs_kparams, groups) - offsetof(rs_kparams, hp),
                                    offsetof(rs_kparams, maps) - offsetof(rs_kparams, hp),
@@ -587,7 +587,7 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   const int n_tiles = kp.hp.n_tiles;
   int tile_begin = 0, owner_tiles = 0; /* tasks; the owners' tiles (side-role items / slices) */
   for (int o = 0; o < R; o++) owner_tiles += (int)(loom_ar_rows(a->m, R, o) + CFG::BM - 1) / CFG::BM * n_tiles;
-  if (shot) { /* one group: all m rows of A, the partial into part r of every rank's window */
+  if (groups == 1) { /* one group over all m rows of A (the one-tile mode, one-shot) */
     if ((e = hop_make_map(&kp.one.maps[0], CFG::dtype, a->a, a->m, a->k, a->k, CFG::BK, CFG::BM)) != cudaSuccess ||
         (e = hop_make_map(&kp.one.maps[1], CFG::dtype, a->b, a->n, a->k, a->k, CFG::BK, CFG::b_box_rows)) !=
             cudaSuccess)
@@ -595,39 +595,9 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     hop_group *hg = &kp.groups[0];
     hg->rows = a->m;
     hg->tile_begin = 0;
-    hg->c = a->data_local + (size_t)r * stride; /* rows of n elements: ldc = n (coll_params) */
     tile_begin = (a->m + CFG::BM - 1) / CFG::BM * n_tiles;
-    /* the stores reach every rank's window: every rank's credit (as the one-tile mode) */
-    hg->ready = (const uint32_t *)(a->flags_local + (c->slots - 1));
-    hg->ready_target = 0xFFFFFFFFu;
-    hg->ready_stride = 0;
-    hg->ready_n = R;
-    hg->ready_n_stride = 2 * c->slots;
-    kp.hp.b_ahead = coll_b_ahead<CFG>(0, tile_begin, c->sms, a->l2_bytes, kp.hp.nkb);
-    for (int d = 0; d < R; d++) /* peer (r + d) % R's part r, from this rank's part r */
-      kp.rep_delta[d] = (int64_t)((uintptr_t)a->peer_base[(r + d) % R] + c->data_offset) -
-                        (int64_t)(uintptr_t)a->data_local;
-    kp.rep_delta[0] = 0;
-    kp.hp.rep_delta = (const int64_t *)(uintptr_t)(offsetof(rs_kparams, rep_delta) - offsetof(rs_kparams, hp));
-    kp.hp.n_rep = R;
-  } else if (one) { /* one group: all m rows of A, each row's partial to its owner's window (row table) */
-    if ((e = hop_make_map(&kp.one.maps[0], CFG::dtype, a->a, a->m, a->k, a->k, CFG::BK, CFG::BM)) != cudaSuccess ||
-        (e = hop_make_map(&kp.one.maps[1], CFG::dtype, a->b, a->n, a->k, a->k, CFG::BK, CFG::b_box_rows)) !=
-            cudaSuccess)
-      return e;
-    for (int o = 0; o < R; o++) {
-      const int64_t row0 = loom_ar_row0(a->m, R, o), rows = loom_ar_rows(a->m, R, o);
-      for (int64_t i = 0; i < rows; i++)
-        kp.one.row_dst[row0 + i] =
-            (char *)a->peer_base[o] + c->data_offset + (size_t)r * stride + (size_t)i * a->n * es;
-    }
-    hop_group *hg = &kp.groups[0];
-    hg->rows = a->m;
-    hg->tile_begin = 0;
-    hg->row_ptr = (void *const *)(uintptr_t)(offsetof(rs_kparams, one.row_dst) - offsetof(rs_kparams, hp));
-    tile_begin = (a->m + CFG::BM - 1) / CFG::BM * n_tiles;
-    /* every task stores into every owner's window: its readiness is every
-     * owner's completion credit of the previous call (target epoch - 1, as
+    /* every task stores into every rank's window: its readiness is every
+     * rank's completion credit of the previous call (target epoch - 1, as
      * a group per owner has it; the kernel's thread 0 polled them all
      * before the engine until session 26) */
     hg->ready = (const uint32_t *)(a->flags_local + (c->slots - 1));
@@ -636,6 +606,22 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     hg->ready_n = R;
     hg->ready_n_stride = 2 * c->slots; /* 8-byte flags, slots an owner */
     kp.hp.b_ahead = coll_b_ahead<CFG>(0, tile_begin, c->sms, a->l2_bytes, kp.hp.nkb); /* off: it lost here */
+    if (shot) { /* the partial into part r of this rank's window (rows of n: ldc = n), and of every peer's */
+      hg->c = a->data_local + (size_t)r * stride;
+      for (int d = 1; d < R; d++) /* peer (r + d) % R's part r, from this rank's part r */
+        kp.rep_delta[d] = (int64_t)((uintptr_t)a->peer_base[(r + d) % R] + c->data_offset) -
+                          (int64_t)(uintptr_t)a->data_local;
+      kp.hp.rep_delta = (const int64_t *)(uintptr_t)(offsetof(rs_kparams, rep_delta) - offsetof(rs_kparams, hp));
+      kp.hp.n_rep = R;
+    } else { /* the one-tile mode: each row's partial to its owner's window (row table) */
+      for (int o = 0; o < R; o++) {
+        const int64_t row0 = loom_ar_row0(a->m, R, o), rows = loom_ar_rows(a->m, R, o);
+        for (int64_t i = 0; i < rows; i++)
+          kp.one.row_dst[row0 + i] =
+              (char *)a->peer_base[o] + c->data_offset + (size_t)r * stride + (size_t)i * a->n * es;
+      }
+      hg->row_ptr = (void *const *)(uintptr_t)(offsetof(rs_kparams, one.row_dst) - offsetof(rs_kparams, hp));
+    }
   }
   for (int g = 0; g < R && groups > 1; g++) {
     const int o = (r + 1 + g) % R;
