@@ -191,7 +191,8 @@ static int ar_one_shot_forced(void) {
 }
 
 int loom_ar_one_shot(int64_t m, int64_t n, size_t esize, int R) {
-  if (R >= 2 && ar_one_shot_forced() >= 0) return ar_one_shot_forced();
+  const int forced = ar_one_shot_forced();
+  if (R >= 2 && forced >= 0) return forced;
   return coll_ar_one_shot_rule(m * n * (int64_t)esize, R);
 }
 
@@ -215,8 +216,8 @@ loom_result_t loom_gemm_ar_workspace_bytes(const loom_gemm_args_t *args, int nra
    * fits a communicator sized for this one */
   int64_t m1 = ar_one_shot_forced() == 0 ? 0 : args->m;
   if (m1 > 0 && !loom_ar_one_shot(m1, args->n, es, nranks)) {
-    const int64_t row = (int64_t)((size_t)args->n * es * (size_t)(nranks - 1));
-    m1 = COLL_AR_ONE_SHOT_BYTES / row < args->m ? COLL_AR_ONE_SHOT_BYTES / row : args->m;
+    const int64_t most = coll_ar_one_shot_rows(args->n * (int64_t)es, nranks);
+    m1 = most < args->m ? most : args->m;
   }
   if (m1 >= 1) {
     const size_t one = (size_t)nranks * loom_rs_stride(m1, args->n, es);

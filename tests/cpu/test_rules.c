@@ -78,6 +78,15 @@ static void named_shapes(void) {
   CHECK(coll_ar_one_shot_rule(64 * 8192 * 2, 2) && !coll_ar_one_shot_rule(16 * 8192 * 2, 8),
         "one-shot up to 64 tokens on 2 GPUs, below 16 on 8");
   CHECK(!coll_ar_one_shot_rule(1, 1), "never on one rank");
+  /* the rows the workspace reserves: the most the rule takes, on every R */
+  for (int R = 1; R <= 8; R++)
+    for (int64_t rb = 16; rb <= 1 << 21; rb *= 3) {
+      const int64_t most = coll_ar_one_shot_rows(rb, R);
+      const int ok = most >= 0 && (most == 0 || coll_ar_one_shot_rule(most * rb, R)) &&
+                     !coll_ar_one_shot_rule((most + 1) * rb, R);
+      CHECK(ok, "one-shot rows, %lld B a row, R = %d: %lld", (long long)rb, R, (long long)most);
+    }
+  CHECK(coll_ar_one_shot_rows(256 * 2, 4) == 682, "n = 256 bf16 on 4 ranks: 682 rows (test_api's workspace case)");
   CHECK(coll_rs_chunks(4, 128, 4, 0, sms) == 3,
         "mKernel reduce-scatter M = 16384 (128 m-blocks of 4 n-blocks: a chunk of one would not fill 132 SMs): 3");
 }

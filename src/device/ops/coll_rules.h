@@ -171,4 +171,10 @@ static inline int coll_ar_one_shot_rule(int64_t partial_bytes, int R) {
   return R >= 2 && (R - 1) * partial_bytes <= COLL_AR_ONE_SHOT_BYTES;
 }
 
+/* The most rows of row_bytes each whose partial the rule sends one-shot
+ * on R ranks (0: none; what the workspace reserves for it). */
+static inline int64_t coll_ar_one_shot_rows(int64_t row_bytes, int R) {
+  return R >= 2 ? COLL_AR_ONE_SHOT_BYTES / ((R - 1) * row_bytes) : 0;
+}
+
 #endif

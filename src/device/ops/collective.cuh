@@ -63,12 +63,14 @@ static inline int coll_narrow_tile(int64_t tasks_wide, int sms, int wide_ok) {
   return narrow;
 }
 
+/* Bytes of one element of a call's operands (fp32 or a 16-bit type). */
+static inline size_t coll_esize(const loom_coll_args *a) { return a->dtype == LOOM_FP32 ? 4 : 2; }
+
 /* Whether B [n x k] of a call is larger than half the L2: then a group per
  * owner or source that streams it reads it from HBM once per group, where
  * a smaller B would be read again from L2. */
 static inline int coll_b_past_l2(const loom_coll_args *a) {
-  const size_t es = a->dtype == LOOM_FP32 ? 4 : 2;
-  return (size_t)a->n * a->k * es > a->l2_bytes / 2;
+  return (size_t)a->n * a->k * coll_esize(a) > a->l2_bytes / 2;
 }
 
 /* Whether a call of R ranks runs its R groups (the parts of all_rows rows:

@@ -554,7 +554,7 @@ static int rs_n_chunk(int n_tiles, int mt_all, int groups, int b_past_l2, int sm
  * ceil(m / R) rows (the reduce-scatter's m / R); *rows the rows of each.
  * ar: an all-reduce, whose one-shot mode (rs_one_shot) is one group too. */
 static int rs_one_shot(const loom_coll_args *a, int R) {
-  return loom_ar_one_shot(a->m, a->n, a->dtype == LOOM_FP32 ? 4 : 2, R);
+  return loom_ar_one_shot(a->m, a->n, coll_esize(a), R);
 }
 static int rs_groups(const loom_coll_args *a, int R, int ar, int *rows) {
   const int64_t m = a->m;

@@ -84,13 +84,18 @@ static __device__ __forceinline__ uint4 hop_quad_transpose(uint32_t w0, uint32_t
 }
 
 /* The fragment's column pairs of four 8-column chunks of one row (x[2k],
- * x[2k+1]: chunk k) rounded to T, transposed within the quad, and this
- * lane's chunk stored with one 16-byte store at row + col (16-byte aligned)
- * where ok. Every lane of the warp calls it (shuffles). */
+ * x[2k+1]: chunk k) rounded to T and transposed within the quad: this
+ * lane's chunk, 16 bytes. Every lane of the warp calls it (shuffles). */
+template <typename T> static __device__ __forceinline__ uint4 hop_quad_pack(const float (&x)[8]) {
+  return hop_quad_transpose(hop_pack2((T *)0, x[0], x[1]), hop_pack2((T *)0, x[2], x[3]),
+                            hop_pack2((T *)0, x[4], x[5]), hop_pack2((T *)0, x[6], x[7]));
+}
+
+/* hop_quad_pack, and this lane's chunk stored with one 16-byte store at
+ * row + col (16-byte aligned) where ok. Every lane of the warp calls it. */
 template <typename T>
 static __device__ __forceinline__ void hop_quad_store(T *row, int col, bool ok, const float (&x)[8]) {
-  const uint4 v = hop_quad_transpose(hop_pack2((T *)0, x[0], x[1]), hop_pack2((T *)0, x[2], x[3]),
-                                     hop_pack2((T *)0, x[4], x[5]), hop_pack2((T *)0, x[6], x[7]));
+  const uint4 v = hop_quad_pack<T>(x);
   if (ok) *(uint4 *)(row + col) = v;
 }
 
@@ -111,13 +116,8 @@ template <bool REP, typename V> static __device__ __forceinline__ void hop_rep_p
 template <bool REP, typename T>
 static __device__ __forceinline__ void hop_quad_store_rep(T *row, int col, bool ok, const float (&x)[8],
                                                           const hop_params &p) {
-  if constexpr (!REP) {
-    hop_quad_store(row, col, ok, x);
-  } else {
-    const uint4 v = hop_quad_transpose(hop_pack2((T *)0, x[0], x[1]), hop_pack2((T *)0, x[2], x[3]),
-                                       hop_pack2((T *)0, x[4], x[5]), hop_pack2((T *)0, x[6], x[7]));
-    if (ok) hop_rep_put<true>(row + col, v, p);
-  }
+  const uint4 v = hop_quad_pack<T>(x);
+  if (ok) hop_rep_put<REP>(row + col, v, p);
 }
 
 /* hop_store2 with replicas (REP: the rounded pair to every copy). */
