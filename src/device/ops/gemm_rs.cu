@@ -293,21 +293,18 @@ struct rs_side {
    * in a row on every tile's signal. */
   __device__ __forceinline__ void done(const hop_task &t) const {
     const loom_dev_comm &c = P->c;
-    if (SHOT) { /* every rank got the tile: the tags, one fence, the flags */
-      for (int o = 0; o < c.nranks; o++)
-        ptx_st_relaxed_sys_u64(loom_flag_ptr(c, o, c.rank, loom_tag_slot(c)), loom_call_tag(epoch, c.op));
-      __threadfence_system();
-      for (int o = 0; o < c.nranks; o++) loom_signal_fenced(c, o, t.m_blk * P->n_tiles + t.n_blk, epoch);
-      return;
-    }
-    if (P->one_tile) { /* every owner of a row of the task: the tags, one fence, the flags (its tile 0, t.n_blk) */
+    if (SHOT || P->one_tile) {
+      /* every rank that got rows of the task (one-shot: all of them; the
+       * one-tile mode: the owners of its rows): the tags, one fence, the
+       * flags (one-shot: the task's tile; one-tile: its tile 0, t.n_blk) */
       const int r0 = t.m_blk * P->bm;
       for (int o = 0; o < c.nranks; o++)
-        if (rs_owns(*P, o, r0))
+        if (SHOT || rs_owns(*P, o, r0))
           ptx_st_relaxed_sys_u64(loom_flag_ptr(c, o, c.rank, loom_tag_slot(c)), loom_call_tag(epoch, c.op));
       __threadfence_system();
       for (int o = 0; o < c.nranks; o++)
-        if (rs_owns(*P, o, r0)) loom_signal_fenced(c, o, t.n_blk, epoch);
+        if (SHOT || rs_owns(*P, o, r0))
+          loom_signal_fenced(c, o, SHOT ? t.m_blk * P->n_tiles + t.n_blk : t.n_blk, epoch);
       return;
     }
     const int o = (c.rank + 1 + t.group) % c.nranks;
