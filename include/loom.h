@@ -124,7 +124,10 @@ typedef struct {
   int version;
   /* Bytes of symmetric data workspace per rank. Size it with the
    * operators' loom_*_workspace_bytes functions (the largest one you will
-   * run). LOOM_UNSET: 64 MiB. Must be the same on every rank. */
+   * run). LOOM_UNSET: 64 MiB. Must be the same on every rank. The window
+   * loom allocates is this plus its signal flags (8 bytes a slot and
+   * rank), a 4 KiB abort record and, with two ranks or more, a 4 MiB
+   * region for the collective GEMMs' tagged stores at decode sizes. */
   int64_t workspace_bytes;
   /* Signal slots each source rank owns in every rank's window (one 8-byte
    * flag each; the last two are reserved: buffer credits and call tags),

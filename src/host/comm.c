@@ -83,6 +83,8 @@ loom_dev_comm loom_comm_dev_view(loom_comm_t comm, int op) {
   d.sms = comm->sms;
   d.flags_offset = comm->layout.flags_offset;
   d.data_offset = comm->layout.data_offset;
+  d.ll_offset = comm->layout.ll_offset;
+  d.ll_bytes = comm->layout.ll_bytes;
   d.timeout_ns = (uint64_t)comm->config.timeout_ms * 1000000ull;
   d.ctrl = comm->ctrl;
   d.fault = comm->fault_dev;
@@ -380,10 +382,10 @@ static loom_result_t comm_alloc_nccl_window(struct loom_comm *c) {
   if (!fits || n != ncclSuccess)
     return loom_set_error(LOOM_OUT_OF_MEMORY,
                           "loom_comm_create: cannot allocate the symmetric window on device %d: "
-                          "%zu bytes (workspace_bytes %zu + signal flags %zu + abort record "
-                          "%zu) with %zu of %zu bytes free (%s)",
+                          "%zu bytes (workspace_bytes %zu + tagged-store region %zu + signal flags "
+                          "%zu + abort record %zu) with %zu of %zu bytes free (%s)",
                           c->device, c->layout.total_bytes, c->layout.data_bytes,
-                          c->layout.flags_bytes, c->layout.flags_offset, free_b, total_b,
+                          c->layout.ll_bytes, c->layout.flags_bytes, c->layout.flags_offset, free_b, total_b,
                           fits ? ncclGetErrorString(n) : "more than is free");
   CUDA_CHECK(cudaMemset(c->window_base, 0, c->layout.total_bytes));
 fail:

@@ -222,6 +222,15 @@ static int check_moe_one(int H, int F, int E, int k, int R, int T, int dtype, do
          "%s: window: abort %zu, flags [%zu, +%zu) for %d x %d slots, data [%zu, +%zu), total %zu",
          ctx, w.abort_offset, w.flags_offset, w.flags_bytes, R, ws_slots, w.data_offset,
          w.data_bytes, w.total_bytes);
+  /* the tagged-store region: between the flags and the data, LOOM_LL_BYTES
+   * with two ranks or more, none with one */
+  const size_t ll_want = R >= 2 ? LOOM_LL_BYTES : 0;
+  bad += w.ll_offset < w.flags_offset + w.flags_bytes || w.ll_bytes != ll_want ||
+         w.ll_offset + w.ll_bytes > w.data_offset || w.ll_offset % LOOM_REGION_ALIGN != 0;
+  EXPECT(w.ll_offset >= w.flags_offset + w.flags_bytes && w.ll_bytes == ll_want &&
+             w.ll_offset + w.ll_bytes <= w.data_offset && w.ll_offset % LOOM_REGION_ALIGN == 0,
+         "%s: tagged-store region [%zu, +%zu), want %zu bytes after the flags' end %zu, before the data %zu",
+         ctx, w.ll_offset, w.ll_bytes, ll_want, w.flags_offset + w.flags_bytes, w.data_offset);
 
   /* Every region, in absolute window offsets: the abort record and the
    * flags too, so data never overlaps them. The data regions must end

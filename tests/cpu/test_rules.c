@@ -87,6 +87,23 @@ static void named_shapes(void) {
       CHECK(ok, "one-shot rows, %lld B a row, R = %d: %lld", (long long)rb, R, (long long)most);
     }
   CHECK(coll_ar_one_shot_rows(256 * 2, 4) == 682, "n = 256 bf16 on 4 ranks: 682 rows (test_api's workspace case)");
+  /* tagged partials (parts of part_rows rows from each of R sources; session 30) */
+  CHECK(coll_rs_ll_rule(4, 8192, 2, 4, LOOM_LL_BYTES), "Llama reduce-scatter 16 tokens on 4 GPUs: tagged");
+  CHECK(coll_rs_ll_rule(1, 8192, 2, 4, LOOM_LL_BYTES), "Llama all-reduce 1 token on 4 GPUs (one-shot): tagged");
+  CHECK(coll_rs_ll_rule(256, 128, 2, 4, LOOM_LL_BYTES), "all-reduce floor (256 x 128, one-shot): tagged");
+  CHECK(!coll_rs_ll_rule(16, 8192, 2, 4, LOOM_LL_BYTES), "Llama all-reduce 16 tokens on 4 GPUs (one-shot): plain");
+  CHECK(!coll_rs_ll_rule(32, 8192, 2, 4, LOOM_LL_BYTES), "Llama 128 tokens on 4 GPUs (one tile): plain");
+  CHECK(coll_rs_ll_rule(2, 8192, 2, 8, LOOM_LL_BYTES), "Llama reduce-scatter 16 tokens on 8 GPUs: tagged");
+  CHECK(!coll_rs_ll_rule(4, 8192, 4, 4, LOOM_LL_BYTES), "fp32 outputs: plain");
+  CHECK(!coll_rs_ll_rule(4, 8196, 2, 4, LOOM_LL_BYTES), "n not a multiple of 8 (no 16-byte chunks): plain");
+  CHECK(!coll_rs_ll_rule(4, 8192, 2, 1, LOOM_LL_BYTES), "one rank: plain");
+  /* whatever the shape, what the rule takes fits the region */
+  for (int R = 2; R <= 8; R++)
+    for (int64_t n = 8; n <= 1 << 17; n *= 2)
+      for (int64_t rows = 1; rows <= 1 << 14; rows *= 2)
+        if (coll_rs_ll_rule(rows, n, 2, R, (size_t)1 << 40))
+          CHECK(coll_rs_ll_rule(rows, n, 2, R, LOOM_LL_BYTES), "%lld x %lld on %d ranks: fits the region",
+                (long long)rows, (long long)n, R);
   CHECK(coll_rs_chunks(4, 128, 4, 0, sms) == 3,
         "mKernel reduce-scatter M = 16384 (128 m-blocks of 4 n-blocks: a chunk of one would not fill 132 SMs): 3");
 }

@@ -442,6 +442,12 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
         unsetenv("LOOM_AR_ONE_SHOT");
       else
         setenv("LOOM_AR_ONE_SHOT", id / 3 % 3 == 1 ? "1" : "0", 1);
+      /* the one-tile and one-shot modes' tagged partials (16-bit outputs):
+       * automatic (on where they fit), or off */
+      if (id / 5 % 2)
+        setenv("LOOM_LL", "0", 1);
+      else
+        unsetenv("LOOM_LL");
       if (id / 4 % 2) /* one side-role item per tile, or the automatic slices (up to 8 here) */
         setenv("LOOM_RS_SLICES", "1", 1);
       else
@@ -496,6 +502,7 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
   unsetenv("LOOM_COLL_B_AHEAD");
   unsetenv("LOOM_AG_DEFER");
   unsetenv("LOOM_AR_ONE_SHOT");
+  unsetenv("LOOM_LL");
   printf("  %s R=%d: %d cases (three operators) x %d calls, worst row error %.3g\n", what, R, ncase, CALLS,
          worst_all);
   free(tmp);

@@ -177,4 +177,28 @@ static inline int64_t coll_ar_one_shot_rows(int64_t row_bytes, int R) {
   return R >= 2 ? COLL_AR_ONE_SHOT_BYTES / ((R - 1) * row_bytes) : 0;
 }
 
+/* Whether a launch in the one-tile mode (reduce-scatter, all-reduce) or
+ * the all-reduce's one-shot mode sends its partials as tagged stores
+ * (ops.h, loom_rs_ll_stride): parts of `part_rows` rows of n elements of
+ * esize bytes from each of R sources, into a tagged-store region of
+ * ll_bytes (layout.h). Each 64-bit word carries the call's tag beside two
+ * elements, so the owner polls the data itself: the tile's system fence
+ * and flag round trip are gone, for twice the bytes on the wire. 16-bit
+ * outputs with n % 8 == 0 (the epilogue's 16-byte chunks), 2 ranks or
+ * more, every source's part in the region, and at most COLL_LL_MAX_BYTES
+ * of plain partials sent a rank ((R - 1) parts in either mode). 4x H100,
+ * Llama-70B-class (bench/RESULTS.md session 30), tagged / plain us:
+ * reduce-scatter 4 and 16 tokens (48 / 192 KiB a rank) 63.7 / 67.1 and
+ * 63.6 / 67.1; all-reduce one-shot 1 token (48 KiB) 64.0 / 65.8, the
+ * floor (192 KiB) 29.2 / 29.0, 16 tokens (768 KiB) 66.9 / 67.2;
+ * reduce-scatter and all-reduce one-tile at 128 tokens (1.5 MiB) 84.3 /
+ * 77.2 and 95.4 / 87.8: where the partials are large the doubled bytes
+ * cost more than the round trip. */
+#define COLL_LL_MAX_BYTES (256 * 1024)
+static inline int coll_rs_ll_rule(int64_t part_rows, int64_t n, size_t esize, int R, size_t ll_bytes) {
+  return R >= 2 && esize == 2 && n % 8 == 0 && part_rows >= 1 &&
+         (size_t)R * loom_rs_ll_stride(part_rows, n, esize) <= ll_bytes &&
+         (int64_t)(R - 1) * part_rows * n * (int64_t)esize <= COLL_LL_MAX_BYTES;
+}
+
 #endif

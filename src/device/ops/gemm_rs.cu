@@ -90,6 +90,9 @@ struct rs_kparams {
   int slot_tiles;   /* all-reduce: first signal slot of the owners' finished tiles */
   int slices;       /* side-role work items per tile (rs_slices) */
   int one_tile;     /* the one-tile mode (RS_ONE_TILE_ROWS): one group over all m rows */
+  int ll;           /* the partials as tagged stores (coll_rs_ll_rule; the one-tile and one-shot
+                       modes): in the tagged-store region, [source][ll_stride], no flags */
+  size_t ll_stride; /* loom_rs_ll_stride of the part's rows */
   uint32_t *counters; /* all-reduce: [nranks][slots], row rank: slices reduced per own tile */
   uint64_t *stamps;   /* [blocks][LOOM_COLL_STAMPS] */
   const char *bias;   /* the BIAS kernels: [n], added to the sum before the activation (the
@@ -245,6 +248,97 @@ static __device__ __forceinline__ void rs_reduce_rows(char *out, const char *src
   }
 }
 
+/* Whether four tagged words all carry `tag`. */
+static __device__ __forceinline__ int rs_ll_ready(const uint64_t (&w)[4], uint32_t tag) {
+  return (uint32_t)(w[0] >> 32) == tag && (uint32_t)(w[1] >> 32) == tag && (uint32_t)(w[2] >> 32) == tag &&
+         (uint32_t)(w[3] >> 32) == tag;
+}
+
+/* Poll source src's 32 tagged bytes at `at` (w: the first look) until all
+ * four words carry `tag`; bounded. 0 where it gave up: another team or
+ * thread did (st->stop), or a word carries another call's tag (a peer out
+ * of step: LOOM_INVALID_USAGE), or the timeout or an abort came first;
+ * then the team's fault is kept for the settle after the engine (the first
+ * thread to give up writes it) and st->stop is raised. Inline: the side
+ * warps run it at 40 registers, where no call may be made. */
+static __device__ __forceinline__ int rs_ll_wait(const char *at, uint64_t (&w)[4], uint32_t tag,
+                                                 const loom_dev_comm &c, int src, int slot, rs_state *st,
+                                                 rs_team *tm) {
+  const uint64_t start = ptx_globaltimer_ns();
+  loom_wait_fail f;
+  for (uint32_t polls = 1;; ++polls) {
+    uint32_t other = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      const uint32_t seen = (uint32_t)(w[j] >> 32);
+      if (seen != 0 && seen != tag) other = seen;
+    }
+    if (other) {
+      f = loom_wait_fail{LOOM_INVALID_USAGE, src, LOOM_WAIT_CALL_MISMATCH, slot, tag, other, 0};
+      break;
+    }
+    ptx_ld_relaxed_sys_v2_u64(at, &w[0], &w[1]);
+    ptx_ld_relaxed_sys_v2_u64(at + 16, &w[2], &w[3]);
+    if (rs_ll_ready(w, tag)) return 1;
+    if (polls % LOOM_WAIT_CHECK_EVERY == 0 && *(volatile int *)&st->stop) return 0;
+    if (loom_poll_give_up(c, polls, start, c.timeout_ns, src, LOOM_WAIT_SIGNAL, slot, tag, w[0] >> 32, &f)) break;
+  }
+  if (atomicExch(&tm->failed, 1) == 0) tm->fail = f;
+  *(volatile int *)&st->stop = 1;
+  return 0;
+}
+
+/* rs_reduce_rows from tagged partials (rs_kparams.ll): source s's vector
+ * at byte offset `off` of its part is 32 bytes at ll + s * ll_stride +
+ * 2 off, four words {data, tag}. A thread loads SB sources' words at once,
+ * then per source in order waits until all four carry this call's tag
+ * (rs_ll_wait), zeroes them (the region is zero between calls, so a word
+ * with this call's tag can only be this call's: the owner's credit orders
+ * the zeroes before any source's next store) and adds them. 0 where a wait
+ * gave up (the thread's remaining vectors are left). */
+template <int ACT, class T, bool AR, int NT, int SB, bool BIAS>
+static __device__ __forceinline__ int rs_reduce_rows_ll(char *out, char *ll, size_t ll_stride, int R,
+                                                        char *const *fin, size_t fin_off, const char *bias,
+                                                        int nv, int vpr, size_t pitch, unsigned tid, uint32_t tag,
+                                                        const loom_dev_comm &c, int slot, rs_state *st,
+                                                        rs_team *tm) {
+  typedef rs_vec<T> V;
+  for (int v = (int)tid; v < nv; v += NT) {
+    const size_t off = rs_vec_off(v, vpr, pitch);
+    char *const at0 = ll + 2 * off;
+    float acc[V::n];
+#pragma unroll
+    for (int e = 0; e < V::n; e++) acc[e] = 0.f;
+    for (int s0 = 0; s0 < R; s0 += SB) {
+      uint64_t w[SB][4];
+#pragma unroll
+      for (int i = 0; i < SB; i++)
+        if (s0 + i < R) {
+          const char *at = at0 + (size_t)(s0 + i) * ll_stride;
+          ptx_ld_relaxed_sys_v2_u64(at, &w[i][0], &w[i][1]);
+          ptx_ld_relaxed_sys_v2_u64(at + 16, &w[i][2], &w[i][3]);
+        }
+#pragma unroll
+      for (int i = 0; i < SB; i++)
+        if (s0 + i < R) {
+          char *const at = at0 + (size_t)(s0 + i) * ll_stride;
+          if (!rs_ll_ready(w[i], tag) && !rs_ll_wait(at, w[i], tag, c, s0 + i, slot, st, tm)) return 0;
+          *(int4 *)at = make_int4(0, 0, 0, 0);
+          *(int4 *)(at + 16) = make_int4(0, 0, 0, 0);
+          V::add(acc, make_int4((int)w[i][0], (int)w[i][1], (int)w[i][2], (int)w[i][3]));
+        }
+    }
+    if constexpr (BIAS) V::add(acc, __ldg((const int4 *)(bias + (size_t)(v % vpr) * 16)));
+#pragma unroll
+    for (int e = 0; e < V::n; e++) acc[e] = hop_act<ACT>(acc[e]);
+    const int4 q = V::pack(acc);
+    *(int4 *)(out + off) = q;
+    if (AR)
+      for (int d = 1; d < R; d++) *(int4 *)(fin[d] + fin_off + off) = q;
+  }
+  return 1;
+}
+
 /* A team of NT threads: nv vectors of a slice from src (an owner's finished
  * rows, pushed into this rank's window) into out, U loads in flight per
  * thread. */
@@ -279,6 +373,7 @@ struct rs_side {
   static constexpr bool after_engine = true; /* hop_side_after: the consumers join the work items */
   static constexpr bool dynamic = true; /* hop_dyn: tasks from a counter (the blocks stay together in the raster) */
   static constexpr bool replicas = SHOT; /* hop_side_rep: the one-shot mode's stores into every window */
+  static constexpr bool ll = sizeof(T) == 2; /* hop_side_ll: tagged stores where P->ll */
   static_assert(AR || !SHOT, "one-shot: the all-reduce's");
   const rs_kparams *P;
   uint64_t epoch;
@@ -293,6 +388,7 @@ struct rs_side {
    * in a row on every tile's signal. */
   __device__ __forceinline__ void done(const hop_task &t) const {
     const loom_dev_comm &c = P->c;
+    if (ll && P->ll) return; /* tagged stores: each word is its own signal */
     if (SHOT || P->one_tile) {
       /* every rank that got rows of the task (one-shot: all of them; the
        * one-tile mode: the owners of its rows): the tags, one fence, the
@@ -312,12 +408,17 @@ struct rs_side {
     loom_signal(c, o, t.m_blk * P->n_tiles + t.n_blk, epoch);
   }
 
+  /* The launch's tag for the epilogue's tagged stores (hop_ll_tag), 0 for
+   * plain stores. */
+  __device__ __forceinline__ uint32_t ll_tag() const { return P->ll ? loom_ll_tag(epoch, P->c.op) : 0u; }
+
   /* Thread 0 of a team: the block's next work item (st->next, shared by
    * both teams) of `total`, its tile into tm (rs_item), then the flags it
    * waits for: the R sources' partials of an own tile, or the owner's
    * signal of its finished tile. A poll that gives up sets tm->failed and
    * st->stop (settled after the engine): the other team leaves its poll
    * (loom_poll_flag_stop) and takes no more items. tm->go = 0 ends the team's loop. */
+  template <bool LL>
   __device__ __forceinline__ void claim(rs_team *tm, int total, int reserved, int mt_all) const {
     const rs_kparams &p = *P;
     const loom_dev_comm &c = p.c;
@@ -345,7 +446,25 @@ struct rs_side {
      * period late: the owner's own timeout, which names the missing source,
      * then reached the others after their waits had expired
      * (test_collective loopback, 8 ranks, a silent rank). */
-    if (o == c.rank)
+    if (LL && o == c.rank && p.ll) {
+      /* tagged partials: every thread of the team polls its own words
+       * (rs_reduce_rows_ll); first this thread waits for the first 32
+       * bytes of the slice from every source, so that the team does not
+       * spin on L2 while the partials are still being computed */
+      const int row0 = mb * p.bm + (item - tile * S) * (p.bm / S);
+      if (row0 < rs_rows<SHOT>(p, o)) {
+        const uint32_t tag = loom_ll_tag(epoch, c.op);
+        const char *at = loom_local_ptr(c, c.ll_offset) + 2 * ((size_t)row0 * p.n + (size_t)nb * p.bn) * sizeof(T);
+        for (int s = 0; s < c.nranks && ok; s++) {
+          uint64_t w[4];
+          const char *a = at + (size_t)s * p.ll_stride;
+          ptx_ld_relaxed_sys_v2_u64(a, &w[0], &w[1]);
+          ptx_ld_relaxed_sys_v2_u64(a + 16, &w[2], &w[3]);
+          if (!rs_ll_ready(w, tag)) ok = rs_ll_wait(a, w, tag, c, s, slot, st, tm);
+        }
+        stopped = !ok; /* rs_ll_wait kept the fault, or another thread's */
+      }
+    } else if (o == c.rank)
       for (int s = 0; s < c.nranks && ok; s++)
         ok = loom_poll_flag_stop(c, s, slot, epoch, LOOM_WAIT_SIGNAL, 1, &st->stop, &stopped, &tm->fail);
     else /* the owner waits for the same sources this rank's reductions do: when a
@@ -400,7 +519,7 @@ struct rs_side {
         SIDE_WARPS ? (p.n_tiles - 1) / p.hp.n_chunk * p.hp.n_chunk * mt_all * p.slices : total;
     const size_t pitch = (size_t)p.n * sizeof(T);
     for (;;) {
-      if (tid == 0) claim(tm, total, reserved, mt_all);
+      if (tid == 0) claim<ll && !SIDE_WARPS>(tm, total, reserved, mt_all);
       ptx_named_bar_sync(BAR, NT);
       if (!tm->go) break;
       const int o = tm->o, mb = tm->mb, nb = tm->nb;
@@ -411,13 +530,20 @@ struct rs_side {
       const size_t off = (size_t)row0 * pitch + (size_t)nb * p.bn * sizeof(T);
       char *const out = p.out + (AR && !SHOT ? (size_t)loom_ar_row0(p.m, R, o) * pitch : 0) + off;
       char *const win = loom_local_ptr(p.c, p.c.data_offset);
-      if (o == r) {
+      if (ll && !SIDE_WARPS && o == r && p.ll) {
+        rs_reduce_rows_ll<ACT, T, AR && !SHOT, NT, SB, BIAS>(
+            out, loom_local_ptr(p.c, p.c.ll_offset) + 2 * off, p.ll_stride, R, p.fin_peer, off,
+            BIAS ? p.bias + (size_t)nb * p.bn * sizeof(T) : NULL, rows * vpr, vpr, pitch, tid,
+            loom_ll_tag(epoch, p.c.op), p.c, mb * p.n_tiles + nb, st, tm);
+      } else if (o == r) {
         rs_reduce_rows<ACT, T, AR && !SHOT, NT, SB, BIAS>(out, win + off, p.stride, R, p.fin_peer, off,
                                                  BIAS ? p.bias + (size_t)nb * p.bn * sizeof(T) : NULL, rows * vpr,
                                                  vpr, pitch, tid);
+      }
+      if (o == r) {
         if (AR && !SHOT) { /* the tile's last slice tells every peer */
           ptx_named_bar_sync(BAR, NT);
-          if (tid == 0) {
+          if (tid == 0 && !*(volatile int *)&st->stop) { /* a tagged wait that gave up: no publish */
             const int slot = mb * p.n_tiles + nb;
             if (p.slices == 1 || coll_last_part(p.counters + (size_t)r * p.c.slots + slot, (uint32_t)p.slices))
               publish(slot);
@@ -437,6 +563,11 @@ struct rs_side {
    * once those arrive (one load in flight per thread: more spilled at 40
    * registers, and the spills cost more than they won). */
   __device__ __forceinline__ void operator()(int w) const {
+    /* tagged partials: the consumers' items alone (a launch that takes
+     * them is at most about one wave of tasks, so the consumers are free
+     * as the partials land, and this 40-register code keeps no tagged
+     * path) */
+    if (ll && P->ll) return;
     work<RS_SIDE_THREADS, RS_BAR_SIDE, 1, 2, true>(&st->team[0], (unsigned)(w * 32) + (threadIdx.x & 31u));
   }
 
@@ -481,8 +612,9 @@ static __device__ __forceinline__ int rs_diagnose(const rs_kparams &p, const rs_
     }
     return 1;
   }
-  /* an all-reduce owner of no rows (m < R) received no partial: no check */
-  if (blockIdx.x != 0 || rs_rows<SHOT>(p, c.rank) == 0) return 0;
+  /* an all-reduce owner of no rows (m < R) received no partial: no check;
+   * tagged partials carry their call's tag in every word (rs_ll_wait) */
+  if (blockIdx.x != 0 || rs_rows<SHOT>(p, c.rank) == 0 || p.ll) return 0;
   return coll_check_tags<false>(c, epoch, 0, f); /* its first tile acquired every source's flag */
 }
 
@@ -564,6 +696,15 @@ static int rs_groups(const loom_coll_args *a, int R, int ar, int *rows) {
   return one ? 1 : R;
 }
 
+/* Whether a launch in the one-tile or one-shot mode sends tagged partials
+ * (coll_rs_ll_rule; parts of part_rows rows). LOOM_LL=0 turns them off
+ * (diagnostics, measurements; every rank must see the same setting). */
+static int rs_ll(const loom_coll_args *a, int R, int part_rows, size_t ll_bytes) {
+  const char *force = getenv("LOOM_LL");
+  if (force && !strcmp(force, "0")) return 0;
+  return coll_rs_ll_rule(part_rows, a->n, coll_esize(a), R, ll_bytes);
+}
+
 template <class CFG, int ACT, int OUT, bool AR>
 static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cudaStream_t stream) {
   const int R = c->nranks, r = c->rank;
@@ -576,7 +717,11 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   const size_t stride = loom_rs_stride(mo_max, a->n, es);
   int g_rows = 0;
   const int groups = rs_groups(a, R, AR, &g_rows), one = groups == 1 && !shot; /* the one-tile mode */
-  cudaError_t e = coll_params<CFG>(&kp.hp, HOP_ACT_NONE, groups, g_rows, a->n, a->k, a->n, c->sms, a->error,
+  const int ll = (one || shot) && rs_ll(a, R, mo_max, c->ll_bytes); /* tagged partials */
+  const size_t ll_stride = ll ? loom_rs_ll_stride(mo_max, a->n, es) : 0;
+  /* one-shot: the part's rows are the epilogue's C rows (ldc), tagged: twice the elements */
+  cudaError_t e = coll_params<CFG>(&kp.hp, HOP_ACT_NONE, groups, g_rows, a->n, a->k, ll && shot ? 2 * a->n : a->n,
+                                   c->sms, a->error,
                                    c->timeout_ns, offsetof(rs_kparams, groups) - offsetof(rs_kparams, hp),
                                    offsetof(rs_kparams, maps) - offsetof(rs_kparams, hp),
                                    a->n % 8 == 0 /* window parts: 256-aligned, rows of 16-byte multiples */);
@@ -604,8 +749,9 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     hg->ready_n_stride = 2 * c->slots; /* 8-byte flags, slots an owner */
     kp.hp.b_ahead = coll_b_ahead<CFG>(0, tile_begin, c->sms, a->l2_bytes, kp.hp.nkb); /* off: it lost here */
     if (shot) { /* the partial into part r of this rank's window (rows of n: ldc = n), and of every peer's */
-      hg->c = a->data_local + (size_t)r * stride;
-      for (int d = 1; d < R; d++) /* peer (r + d) % R's part r, from this rank's part r */
+      hg->c = ll ? a->data_local - c->data_offset + c->ll_offset + (size_t)r * ll_stride
+                 : a->data_local + (size_t)r * stride;
+      for (int d = 1; d < R; d++) /* peer (r + d) % R's part r, from this rank's part r (either region) */
         kp.rep_delta[d] = (int64_t)((uintptr_t)a->peer_base[(r + d) % R] + c->data_offset) -
                           (int64_t)(uintptr_t)a->data_local;
       kp.hp.rep_delta = (const int64_t *)(uintptr_t)(offsetof(rs_kparams, rep_delta) - offsetof(rs_kparams, hp));
@@ -615,7 +761,8 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
         const int64_t row0 = loom_ar_row0(a->m, R, o), rows = loom_ar_rows(a->m, R, o);
         for (int64_t i = 0; i < rows; i++)
           kp.one.row_dst[row0 + i] =
-              (char *)a->peer_base[o] + c->data_offset + (size_t)r * stride + (size_t)i * a->n * es;
+              ll ? (char *)a->peer_base[o] + c->ll_offset + (size_t)r * ll_stride + (size_t)i * 2 * a->n * es
+                 : (char *)a->peer_base[o] + c->data_offset + (size_t)r * stride + (size_t)i * a->n * es;
       }
       hg->row_ptr = (void *const *)(uintptr_t)(offsetof(rs_kparams, one.row_dst) - offsetof(rs_kparams, hp));
     }
@@ -652,6 +799,8 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   kp.hp.total_tiles = kp.hp.total_tasks = tile_begin;
   kp.hp.n_chunk = rs_n_chunk(n_tiles, tile_begin / n_tiles, groups, coll_b_past_l2(a), c->sms);
   kp.one_tile = one;
+  kp.ll = ll;
+  kp.ll_stride = ll_stride;
   kp.c = *c;
   kp.out = (char *)a->c;
   kp.stride = stride;

@@ -127,6 +127,17 @@ static inline LOOM_HD size_t loom_rs_stride(int64_t mo, int64_t n, size_t esize)
   return loom_align_up((size_t)mo * (size_t)n * esize, 256);
 }
 
+/* The tagged form of a part (the one-tile mode and the all-reduce's
+ * one-shot mode where coll_rs_ll_rule takes it; gemm_rs.cu): the same
+ * rows, each 16-bit row of n elements as n / 2 64-bit words {two elements,
+ * the call's tag}, so twice the bytes, in the window's tagged-store
+ * region (layout.h) at [source s][loom_rs_ll_stride(rows, N, esize)]
+ * instead of the data region. No signal slots: a word's tag is its
+ * signal. */
+static inline LOOM_HD size_t loom_rs_ll_stride(int64_t rows, int64_t n, size_t esize) {
+  return loom_align_up(2 * (size_t)rows * (size_t)n * esize, 256);
+}
+
 /* Signal slots a reduce-scatter needs for Mo x N: one per tile of the
  * narrower of the kernel's two tiles (LOOM_RS_MIN_TILE square, the larger
  * count), plus the two reserved. */

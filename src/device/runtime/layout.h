@@ -44,15 +44,25 @@ static inline LOOM_HD size_t loom_align_up(size_t x, size_t a) {
  *                                s (a release store of the call's epoch) and
  *                                read only by the owner (acquire loads).
  *                                Epochs only grow, so flags are never reset.
+ *   [ll_offset, +ll_bytes)       the tagged-store region (LOOM_LL_BYTES with
+ *                                two or more ranks, else none): written
+ *                                only by the collective GEMMs' tagged
+ *                                stores (ops.h, loom_rs_ll) and by the
+ *                                owner that clears what it consumed, so
+ *                                every word is zero between calls.
  *   [data_offset, +data_bytes)   operator data (layout per operator).
  *
  * flags_offset = 4096; flags_bytes = align(nranks * slots * 8, 4096);
- * data_offset = flags_offset + flags_bytes.
+ * ll_offset = flags_offset + flags_bytes; data_offset = ll_offset +
+ * ll_bytes.
  */
+#define LOOM_LL_BYTES (4u << 20)
 typedef struct {
   size_t abort_offset; /* always 0 */
   size_t flags_offset; /* always LOOM_REGION_ALIGN */
   size_t flags_bytes;
+  size_t ll_offset;
+  size_t ll_bytes;
   size_t data_offset;
   size_t data_bytes;
   size_t total_bytes; /* what is allocated and registered */
@@ -65,7 +75,9 @@ static inline LOOM_HD loom_window_layout loom_window_layout_make(int nranks, int
   l.flags_offset = LOOM_REGION_ALIGN;
   l.flags_bytes = loom_align_up((size_t)nranks * (size_t)slots * 8u,
                                 LOOM_REGION_ALIGN);
-  l.data_offset = l.flags_offset + l.flags_bytes;
+  l.ll_offset = l.flags_offset + l.flags_bytes;
+  l.ll_bytes = nranks >= 2 ? LOOM_LL_BYTES : 0;
+  l.data_offset = l.ll_offset + l.ll_bytes;
   l.data_bytes = loom_align_up(data_bytes, LOOM_REGION_ALIGN);
   l.total_bytes = l.data_offset + l.data_bytes;
   return l;

@@ -84,6 +84,22 @@ static __device__ __forceinline__ int4 ptx_ld_cg_v4(const int4 *p) {
 }
 
 
+/* Tagged stores (the collective GEMMs' low-latency form, gemm_rs.cu): two
+ * 64-bit words, each a 32-bit payload in its low half and the call's tag
+ * in its high half, relaxed at system scope. Each 64-bit element is
+ * single-copy atomic, so a reader that sees a word's tag sees that word's
+ * payload with it: no fence and no flag between the data and its reader
+ * (NCCL's LL protocol has the same shape). */
+static __device__ __forceinline__ void ptx_st_relaxed_sys_v2_u64(void *p, uint64_t a, uint64_t b) {
+  asm volatile("st.relaxed.sys.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
+}
+
+/* The reader's side of ptx_st_relaxed_sys_v2_u64: two 64-bit words, each
+ * seen whole (a fresh value from L2, no ordering implied). */
+static __device__ __forceinline__ void ptx_ld_relaxed_sys_v2_u64(const void *p, uint64_t *a, uint64_t *b) {
+  asm volatile("ld.relaxed.sys.global.v2.u64 {%0, %1}, [%2];" : "=l"(*a), "=l"(*b) : "l"(p) : "memory");
+}
+
 /* ======================================================================== */
 /* Hopper (sm_90a): TMA, mbarrier, wgmma, setmaxnreg.                        */
 /* Used by the tile engine in src/device/tile/hopper*.cuh. Everything below  */

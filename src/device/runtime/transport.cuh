@@ -219,6 +219,13 @@ static __device__ __forceinline__ uint64_t loom_call_tag(uint64_t epoch, int op)
   return epoch << 8 | (uint64_t)(op & 0xff);
 }
 
+/* The tag of a tagged store (ptx_st_relaxed_sys_v2_u64; the collective
+ * GEMMs' low-latency form): the call number's low 24 bits, the operator's
+ * id, and bit 7, so never 0, the value of a cleared word. */
+static __device__ __forceinline__ uint32_t loom_ll_tag(uint64_t epoch, int op) {
+  return (uint32_t)(epoch << 8) | (uint32_t)(op & 0x7f) | 0x80u;
+}
+
 /* Fill a fault record, `status` last after a system fence. */
 static __device__ __forceinline__ void loom_fill_fault(loom_fault_record *f, int status, int cause,
                                                        int rank, int peer, int what, int slot,

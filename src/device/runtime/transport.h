@@ -19,7 +19,7 @@ extern "C" {
 #endif
 
 /* What a kernel knows about its communicator. Passed by value (kernel
- * parameter space), 72 bytes. */
+ * parameter space), 88 bytes. */
 typedef struct {
   ncclWindow_t window;      /* symmetric window (device-side handle) */
   int rank;                 /* world rank == LSA rank (checked at create) */
@@ -30,6 +30,8 @@ typedef struct {
                                or this rank's share in a loopback world */
   size_t flags_offset;      /* start of the signal flags in the window */
   size_t data_offset;       /* start of the data region in the window */
+  size_t ll_offset;         /* start of the tagged-store region (layout.h) */
+  size_t ll_bytes;          /* its bytes (0: one rank, none) */
   uint64_t timeout_ns;      /* bound on every wait */
   loom_ctrl *ctrl;          /* this rank's control block (device memory) */
   loom_fault_record *fault; /* device alias of the mapped host record */

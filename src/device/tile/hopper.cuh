@@ -553,6 +553,20 @@ template <class S> struct hop_side_rep<S, decltype((void)S::replicas, void())> {
   static constexpr bool value = S::replicas;
 };
 
+/* Whether a SIDE's launches may send their 16-bit outputs as tagged
+ * stores (hop_quad_store_ll): its `static constexpr bool ll`, false when it
+ * has none; then side.ll_tag() is the launch's tag, 0 for plain stores. */
+template <class S, class = void> struct hop_side_ll {
+  static constexpr bool value = false;
+};
+template <class S> struct hop_side_ll<S, decltype((void)S::ll, void())> {
+  static constexpr bool value = S::ll;
+};
+template <class S> static __device__ __forceinline__ uint32_t hop_ll_tag(const S &side) {
+  if constexpr (hop_side_ll<S>::value) return side.ll_tag();
+  else return 0u;
+}
+
 /* Whether a SIDE wants the consumer threads once their tasks are done: its
  * `static constexpr bool after_engine`, false when it has none. Then every
  * consumer thread calls side.after() as it leaves the engine (inside the
@@ -1192,8 +1206,8 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
         if (skipped) break;
       }
       if (!skipped) {
-        hop_epilogue<CFG, ACT, OUT, CFG::acc_regs, hop_side_bias<SIDE>::value, hop_side_rep<SIDE>::value>(
-            acc, p, t, row_off, col_off);
+        hop_epilogue<CFG, ACT, OUT, CFG::acc_regs, hop_side_bias<SIDE>::value, hop_side_rep<SIDE>::value,
+                     hop_side_ll<SIDE>::value>(acc, p, t, row_off, col_off, hop_ll_tag(side));
         hop_task_done<CFG>(side, t, wg);
       }
     }
@@ -1223,8 +1237,9 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
         hop_splitk_finish<CFG, ACT, OUT>(acc, p, sm, t, skipped, row_off, col_off);
       } else if (!skipped) {
         if (!idle)
-          hop_epilogue_store<CFG, ACT, OUT, CFG::acc_regs, hop_side_bias<SIDE>::value, hop_side_rep<SIDE>::value>(
-              acc, p, t, gp, stg, row_off, col_off, cmap_fenced);
+          hop_epilogue_store<CFG, ACT, OUT, CFG::acc_regs, hop_side_bias<SIDE>::value, hop_side_rep<SIDE>::value,
+                             hop_side_ll<SIDE>::value>(acc, p, t, gp, stg, row_off, col_off, cmap_fenced,
+                                                       hop_ll_tag(side));
         if (defer) {
           pend = t;
           pending = 1;
@@ -1263,8 +1278,8 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
       if (!hop_mainloop_w1<CFG>(acc, sm, da0, db0, t, stage, phase, HOP_BAR_ORDER + (wg ^ 1), has_next)) {
 #pragma unroll
         for (int h = 0; h < CFG::m_halves; h++)
-          hop_epilogue<CFG, ACT, OUT, CFG::WG_N / 2, hop_side_bias<SIDE>::value, hop_side_rep<SIDE>::value>(
-              acc + h * (CFG::WG_N / 2), p, t, 64 * h, 0);
+          hop_epilogue<CFG, ACT, OUT, CFG::WG_N / 2, hop_side_bias<SIDE>::value, hop_side_rep<SIDE>::value,
+                       hop_side_ll<SIDE>::value>(acc + h * (CFG::WG_N / 2), p, t, 64 * h, 0, hop_ll_tag(side));
         hop_task_done<CFG>(side, t, wg);
       }
     }

@@ -120,6 +120,29 @@ static __device__ __forceinline__ void hop_quad_store_rep(T *row, int col, bool 
   if (ok) hop_rep_put<REP>(row + col, v, p);
 }
 
+/* Tagged stores (a SIDE with hop_side_ll whose ll_tag() is non-zero for
+ * the launch; 16-bit output with store16): this lane's 16-byte chunk,
+ * four 32-bit words of two elements each, goes out as four 64-bit words
+ * {word, tag << 32} (ptx_st_relaxed_sys_v2_u64, two of them), 32 bytes at
+ * twice the chunk's byte offset in a row of twice the bytes (ops.h,
+ * loom_rs_ll_stride), and so to every replica (REP). Every lane of the
+ * warp calls it (hop_quad_pack shuffles). */
+template <bool REP, typename T>
+static __device__ __forceinline__ void hop_quad_store_ll(T *row, int col, bool ok, const float (&x)[8],
+                                                         const hop_params &p, uint32_t tag) {
+  static_assert(sizeof(T) == 2, "tagged stores: 16-bit outputs");
+  const uint4 v = hop_quad_pack<T>(x);
+  if (!ok) return;
+  const uint64_t hi = (uint64_t)tag << 32;
+  char *const at = (char *)row + 2 * (size_t)col * sizeof(T);
+  const int copies = REP && p.n_rep > 1 ? p.n_rep : 1;
+  for (int i = 0; i < copies; i++) {
+    char *const d = at + (i ? hop_rep_delta(p)[i] : 0);
+    ptx_st_relaxed_sys_v2_u64(d, hi | v.x, hi | v.y);
+    ptx_st_relaxed_sys_v2_u64(d + 16, hi | v.z, hi | v.w);
+  }
+}
+
 /* hop_store2 with replicas (REP: the rounded pair to every copy). */
 template <bool REP, typename T>
 static __device__ __forceinline__ void hop_store2_rep(T *at, float a, float b, const hop_params &p) {
@@ -223,10 +246,13 @@ static __device__ __forceinline__ hop_gptrs hop_group_ptrs(const hop_params &p, 
  * row_ptr and row_scale (device groups: the buffer row).
  * Stores: with p.store16 (16-bit output, every row 16-byte aligned) each
  * quad transposes four chunks and stores 16 bytes per lane (hop_quad_store);
- * otherwise column pairs (4 or 8 bytes) straight from the fragment. */
-template <class CFG, int ACT, int OUT, int NACC, bool BIAS = false, bool REP = false>
+ * otherwise column pairs (4 or 8 bytes) straight from the fragment.
+ * LL with a non-zero ll_tag (store16 only: the launcher's promise): the
+ * quads' chunks as tagged stores (hop_quad_store_ll). */
+template <class CFG, int ACT, int OUT, int NACC, bool BIAS = false, bool REP = false, bool LL = false>
 static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_params &p, const hop_task &t,
-                                                    const hop_gptrs &gp, int row_off, int col_off) {
+                                                    const hop_gptrs &gp, int row_off, int col_off,
+                                                    uint32_t ll_tag = 0) {
   typedef typename hop_out_type<OUT>::T T;
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
   void *const *row_ptr = gp.row_ptr;
@@ -260,6 +286,12 @@ static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_
           x[k] = hop_val_b<ACT, BIAS>(acc, 4 * a + k / 2, h, k % 2, !BIAS ? 0.f : k % 2 ? bb[k / 2].y : bb[k / 2].x) *
                  scale;
         const int col = ocol0 + 32 * a + 8 * q;
+        if constexpr (LL && sizeof(T) == 2) {
+          if (ll_tag) {
+            hop_quad_store_ll<REP>(dst, col, live && col < p.n_out, x, p, ll_tag);
+            continue;
+          }
+        }
         hop_quad_store_rep<REP>(dst, col, live && col < p.n_out, x, p);
       }
     }
@@ -380,10 +412,10 @@ static __device__ __forceinline__ void hop_epilogue_tma(const float *acc, const 
 
 /* A cooperative consumer WG's slab: through TMA (HOP_EPI_TMA, 16-bit
  * output, hop_tma_rows) or with direct stores. */
-template <class CFG, int ACT, int OUT, int NACC, bool BIAS = false, bool REP = false>
+template <class CFG, int ACT, int OUT, int NACC, bool BIAS = false, bool REP = false, bool LL = false>
 static __device__ __forceinline__ void hop_epilogue_store(const float *acc, const hop_params &p, const hop_task &t,
                                                           const hop_gptrs &gp, uint8_t *stg, int row_off,
-                                                          int col_off, int &cmap_fenced) {
+                                                          int col_off, int &cmap_fenced, uint32_t ll_tag = 0) {
   static_assert(!(REP && CFG::epi_tma), "replicas: direct stores only");
   if constexpr (CFG::epi_tma && OUT != HOP_OUT_FP32) {
     if (hop_tma_rows<CFG>(p, t, row_off)) {
@@ -391,13 +423,13 @@ static __device__ __forceinline__ void hop_epilogue_store(const float *acc, cons
       return;
     }
   }
-  hop_epilogue<CFG, ACT, OUT, NACC, BIAS, REP>(acc, p, t, gp, row_off, col_off);
+  hop_epilogue<CFG, ACT, OUT, NACC, BIAS, REP, LL>(acc, p, t, gp, row_off, col_off, ll_tag);
 }
 
-template <class CFG, int ACT, int OUT, int NACC, bool BIAS = false, bool REP = false>
+template <class CFG, int ACT, int OUT, int NACC, bool BIAS = false, bool REP = false, bool LL = false>
 static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_params &p, const hop_task &t,
-                                                    int row_off, int col_off) {
-  hop_epilogue<CFG, ACT, OUT, NACC, BIAS, REP>(acc, p, t, hop_group_ptrs(p, t), row_off, col_off);
+                                                    int row_off, int col_off, uint32_t ll_tag = 0) {
+  hop_epilogue<CFG, ACT, OUT, NACC, BIAS, REP, LL>(acc, p, t, hop_group_ptrs(p, t), row_off, col_off, ll_tag);
 }
 
 #endif /* LOOM_TILE_HOPPER_EPILOGUE_CUH */
