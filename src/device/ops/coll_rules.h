@@ -194,6 +194,9 @@ static inline int64_t coll_ar_one_shot_rows(int64_t row_bytes, int R) {
  * reduce-scatter and all-reduce one-tile at 128 tokens (1.5 MiB) 84.3 /
  * 77.2 and 95.4 / 87.8: where the partials are large the doubled bytes
  * cost more than the round trip. */
+/* The launcher (gemm_rs.cu, rs_ll_cfg) also asks for the decode tile
+ * (groups of <= COLL_DECODE_ROWS rows): the other tiles' kernels carry no
+ * tagged path, so the all-reduce floor's one-shot (256 rows) stays plain. */
 #define COLL_LL_MAX_BYTES (256 * 1024)
 static inline int coll_rs_ll_rule(int64_t part_rows, int64_t n, size_t esize, int R, size_t ll_bytes) {
   return R >= 2 && esize == 2 && n % 8 == 0 && part_rows >= 1 &&

@@ -360,11 +360,18 @@ static __device__ __forceinline__ void rs_copy_rows(char *out, const char *src, 
   }
 }
 
+/* Whether a launch tile may send tagged partials (coll_rs_ll_rule): the
+ * decode tile's (rows <= COLL_DECODE_ROWS), where the rule's small
+ * partials live. */
+template <class CFG> struct rs_ll_cfg {
+  static constexpr bool value = CFG::BM == COLL_DECODE_ROWS;
+};
+
 /* BIAS: the reductions add rs_kparams.bias to the sum (rs_reduce_rows); the
  * engine's epilogue adds none to the partials (no `bias` member here:
  * hop_side_bias is false). SHOT (AR only): the one-shot mode, its own
  * kernels, so that the two-shot ones carry none of its code. */
-template <int ACT, class T, bool AR, bool BIAS, bool SHOT = false>
+template <int ACT, class T, bool AR, bool BIAS, bool SHOT = false, bool LLOK = false>
 struct rs_side {
   static constexpr bool active = true;
   static constexpr bool has_done = true;
@@ -373,7 +380,11 @@ struct rs_side {
   static constexpr bool after_engine = true; /* hop_side_after: the consumers join the work items */
   static constexpr bool dynamic = true; /* hop_dyn: tasks from a counter (the blocks stay together in the raster) */
   static constexpr bool replicas = SHOT; /* hop_side_rep: the one-shot mode's stores into every window */
-  static constexpr bool ll = sizeof(T) == 2; /* hop_side_ll: tagged stores where P->ll */
+  /* hop_side_ll: tagged stores where P->ll; compiled into the decode
+   * tile's kernels only (LLOK, rs_ll_cfg): in the larger tiles' the tag,
+   * hoisted out of the task loop, cost a register and the 128 x 256
+   * reduce-scatter kernels a spill reload inside the k-block loop */
+  static constexpr bool ll = LLOK && sizeof(T) == 2;
   static_assert(AR || !SHOT, "one-shot: the all-reduce's");
   const rs_kparams *P;
   uint64_t epoch;
@@ -641,8 +652,8 @@ __global__ void __launch_bounds__(CFG::threads, 1) rs_gemm_kernel(const __grid_c
    * sum. Every task's readiness wait is its owners' completion credits (a
    * group per owner: that owner's; the one-tile mode: all of them), so a
    * task whose wait gave up stores nothing into any window. */
-  hop_gemm_run<CFG, HOP_ACT_NONE, OUT, rs_side<ACT, T, AR, BIAS, SHOT>>(
-      P.hp, rs_smem_raw, (uint32_t)epoch, rs_side<ACT, T, AR, BIAS, SHOT>{&P, epoch, &st});
+  typedef rs_side<ACT, T, AR, BIAS, SHOT, rs_ll_cfg<CFG>::value> side_t;
+  hop_gemm_run<CFG, HOP_ACT_NONE, OUT, side_t>(P.hp, rs_smem_raw, (uint32_t)epoch, side_t{&P, epoch, &st});
   /* consumers at 232 registers, the producer warpgroup at 40: light code
    * only (the GEMM stamp is rs_side::after's) */
   __syncthreads();
@@ -717,7 +728,7 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   const size_t stride = loom_rs_stride(mo_max, a->n, es);
   int g_rows = 0;
   const int groups = rs_groups(a, R, AR, &g_rows), one = groups == 1 && !shot; /* the one-tile mode */
-  const int ll = (one || shot) && rs_ll(a, R, mo_max, c->ll_bytes); /* tagged partials */
+  const int ll = (one || shot) && rs_ll_cfg<CFG>::value && rs_ll(a, R, mo_max, c->ll_bytes); /* tagged partials */
   const size_t ll_stride = ll ? loom_rs_ll_stride(mo_max, a->n, es) : 0;
   /* one-shot: the part's rows are the epilogue's C rows (ldc), tagged: twice the elements */
   cudaError_t e = coll_params<CFG>(&kp.hp, HOP_ACT_NONE, groups, g_rows, a->n, a->k, ll && shot ? 2 * a->n : a->n,
