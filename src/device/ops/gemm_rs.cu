@@ -259,8 +259,8 @@ static __device__ __forceinline__ int rs_ll_ready(const uint64_t (&w)[4], uint32
  * thread did (st->stop), or a word carries another call's tag (a peer out
  * of step: LOOM_INVALID_USAGE), or the timeout or an abort came first;
  * then the team's fault is kept for the settle after the engine (the first
- * thread to give up writes it) and st->stop is raised. Inline: the side
- * warps run it at 40 registers, where no call may be made. */
+ * thread to give up writes it) and st->stop is raised. Inline, as every
+ * poll in a kernel with setmaxnreg budgets (transport.cuh). */
 static __device__ __forceinline__ int rs_ll_wait(const char *at, uint64_t (&w)[4], uint32_t tag,
                                                  const loom_dev_comm &c, int src, int slot, rs_state *st,
                                                  rs_team *tm) {
