@@ -22,6 +22,20 @@ template <int HI> __device__ __forceinline__ double bf16_int(uint32_t w) {
   const uint32_t hi = ((v & 0x7fffu) << 13) + 0x38000000u + ((v & 0x8000u) << 16);
   return __hiloint2double((int)hi, 0);
 }
+/* element i & 1 of word x as conv 2 (F2F) or 3 (integer ops) builds it */
+template <int CONV> __device__ __forceinline__ double conv48(uint32_t x, int hi) {
+  if (CONV == 2) return hi ? bf16_f2f<1>(x) : bf16_f2f<0>(x);
+  return hi ? bf16_int<1>(x) : bf16_int<0>(x);
+}
+/* every kernel's end: the block's cycles since t0, the sums kept live */
+__device__ __forceinline__ void probe_end(const double (&acc)[8][4], double *out, long long *cyc, long long t0) {
+  __syncthreads();
+  long long t1 = clock64();
+  double s = 0;
+  for (int j = 0; j < 8; j++) for (int v = 0; v < 4; v++) s += acc[j][v];
+  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+  if (threadIdx.x == 0) cyc[blockIdx.x] = t1 - t0;
+}
 template <int CONV>
 __global__ void k48(double *out, int iters, long long *cyc, uint32_t seed) {
   double acc[8][4] = {};
@@ -37,24 +51,17 @@ __global__ void k48(double *out, int iters, long long *cyc, uint32_t seed) {
     for (int s = 0; s < 4; s++) {
 #pragma unroll
       for (int i = 0; i < 8; i++) {
-        const uint32_t x = w[(8 * s + i) / 2];
-        a[s][i] = CONV == 2 ? ((i & 1) ? bf16_f2f<1>(x) : bf16_f2f<0>(x)) : ((i & 1) ? bf16_int<1>(x) : bf16_int<0>(x));
+        a[s][i] = conv48<CONV>(w[(8 * s + i) / 2], i & 1);
       }
 #pragma unroll
       for (int i = 0; i < 4; i++) {
-        const uint32_t x = w[16 + (4 * s + i) / 2];
-        b[s][i] = CONV == 2 ? ((i & 1) ? bf16_f2f<1>(x) : bf16_f2f<0>(x)) : ((i & 1) ? bf16_int<1>(x) : bf16_int<0>(x));
+        b[s][i] = conv48<CONV>(w[16 + (4 * s + i) / 2], i & 1);
       }
     }
 #pragma unroll
     for (int j = 0; j < 8; j++) dmma(acc[j], a[j & 3], b[(j >> 1) & 3]);
   }
-  __syncthreads();
-  long long t1 = clock64();
-  double s = 0;
-  for (int j = 0; j < 8; j++) for (int v = 0; v < 4; v++) s += acc[j][v];
-  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
-  if (threadIdx.x == 0) cyc[blockIdx.x] = t1 - t0;
+  probe_end(acc, out, cyc, t0);
 }
 template <int CONV>
 __global__ void k(double *out, int iters, long long *cyc, float seed) {
@@ -76,12 +83,7 @@ __global__ void k(double *out, int iters, long long *cyc, float seed) {
 #pragma unroll
     for (int j = 0; j < 8; j++) dmma(acc[j], a, b);
   }
-  __syncthreads();
-  long long t1 = clock64();
-  double s = 0;
-  for (int j = 0; j < 8; j++) for (int v = 0; v < 4; v++) s += acc[j][v];
-  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
-  if (threadIdx.x == 0) cyc[blockIdx.x] = t1 - t0;
+  probe_end(acc, out, cyc, t0);
 }
 int main() {
   double *out; long long *cyc; cudaMalloc(&out, 1 << 24); cudaMalloc(&cyc, 8192);

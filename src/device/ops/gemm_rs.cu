@@ -211,6 +211,23 @@ static __device__ __forceinline__ size_t rs_vec_off(int v, int vpr, size_t pitch
   return (size_t)i * pitch + (size_t)(v - i * vpr) * 16;
 }
 
+/* The end of a reduced vector (rs_reduce_rows, rs_reduce_rows_ll): BIAS
+ * adds the bias's 16 bytes for vector vcol of the row, then the
+ * activation; the rounded vector goes to out + off and (all-reduce) to
+ * every peer's window at fin[1 .. R - 1] + fin_off + off. */
+template <int ACT, class T, bool AR, bool BIAS>
+static __device__ __forceinline__ void rs_finish_vec(float *acc, char *out, size_t off, int R, char *const *fin,
+                                                     size_t fin_off, const char *bias, int vcol) {
+  typedef rs_vec<T> V;
+  if constexpr (BIAS) V::add(acc, __ldg((const int4 *)(bias + (size_t)vcol * 16)));
+#pragma unroll
+  for (int e = 0; e < V::n; e++) acc[e] = hop_act<ACT>(acc[e]);
+  const int4 q = V::pack(acc);
+  *(int4 *)(out + off) = q;
+  if (AR)
+    for (int d = 1; d < R; d++) *(int4 *)(fin[d] + fin_off + off) = q;
+}
+
 /* A team of NT threads: nv vectors of a slice, out = act(sum over the R
  * sources' partials at src + s * stride, in source order, fp32; BIAS: then
  * + the bias at `bias`, the slice's first column), also into
@@ -238,13 +255,7 @@ static __device__ __forceinline__ void rs_reduce_rows(char *out, const char *src
       for (int i = 0; i < SB; i++)
         if (s0 + i < R) V::add(acc, q[i]);
     }
-    if constexpr (BIAS) V::add(acc, __ldg((const int4 *)(bias + (size_t)(v % vpr) * 16)));
-#pragma unroll
-    for (int e = 0; e < V::n; e++) acc[e] = hop_act<ACT>(acc[e]);
-    const int4 q = V::pack(acc);
-    *(int4 *)(out + off) = q;
-    if (AR)
-      for (int d = 1; d < R; d++) *(int4 *)(fin[d] + fin_off + off) = q;
+    rs_finish_vec<ACT, T, AR, BIAS>(acc, out, off, R, fin, fin_off, bias, v % vpr);
   }
 }
 
@@ -328,13 +339,7 @@ static __device__ __forceinline__ int rs_reduce_rows_ll(char *out, char *ll, siz
           V::add(acc, make_int4((int)w[i][0], (int)w[i][1], (int)w[i][2], (int)w[i][3]));
         }
     }
-    if constexpr (BIAS) V::add(acc, __ldg((const int4 *)(bias + (size_t)(v % vpr) * 16)));
-#pragma unroll
-    for (int e = 0; e < V::n; e++) acc[e] = hop_act<ACT>(acc[e]);
-    const int4 q = V::pack(acc);
-    *(int4 *)(out + off) = q;
-    if (AR)
-      for (int d = 1; d < R; d++) *(int4 *)(fin[d] + fin_off + off) = q;
+    rs_finish_vec<ACT, T, AR, BIAS>(acc, out, off, R, fin, fin_off, bias, v % vpr);
   }
   return 1;
 }
