@@ -1376,7 +1376,18 @@ static int verify_stats(const rank_ctx *rc, const moe_case *c, const host_data *
         "rank %d stats.bytes_remote = %" PRId64 ", want %" PRId64 " [%s]", r, got.bytes_remote,
         want.bytes_remote, desc);
   if (bad == 0) CHECK(1, "stats rows");
-  return bad == 0 && got.rows_dropped == want.rows_dropped && got.bytes_sent == want.bytes_sent &&
+  /* the phase ends (max over the blocks): written over the 0xFF poison, in
+   * phase order (every block marks its phases in order, from its own
+   * start), and the last one after the start (the timer ticks ~1 us; a
+   * kernel takes longer) */
+  int phases = got.phase_end_ns[4] > 0 && got.phase_end_ns[4] < 60000000000LL;
+  for (int i = 0; i < 4; i++) phases &= got.phase_end_ns[i] >= 0 && got.phase_end_ns[i] <= got.phase_end_ns[i + 1];
+  CHECK(phases,
+        "rank %d stats.phase_end_ns = {%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
+        "}: written and in phase order [%s]",
+        r, got.phase_end_ns[0], got.phase_end_ns[1], got.phase_end_ns[2], got.phase_end_ns[3],
+        got.phase_end_ns[4], desc);
+  return bad == 0 && phases && got.rows_dropped == want.rows_dropped && got.bytes_sent == want.bytes_sent &&
                  got.bytes_remote == want.bytes_remote
              ? 0
              : -1;

@@ -2084,10 +2084,17 @@ __global__ void __launch_bounds__(HOP ? MOE_HOP_THREADS : moe_cfg::threads, moe_
   if (call.tr_events != NULL && threadIdx.x == 0)
     trace_flush(&sh.tr, call.tr_events, call.tr_capacity, &p.tr_state->next);
   const int last = loom_kernel_end(c, epoch);
-  if (last && call.stats != NULL && threadIdx.x < 5) {
+  /* the phase ends, max over blocks: warp i folds phase i, its lanes
+   * reading the blocks' marks at once. (Until session 32 one thread a
+   * phase read all gridDim.x marks, four loads in flight: ~33 dependent
+   * L2 round trips at the very end of every call that asked for stats.) */
+  static_assert(moe_cfg::threads >= 32 * 5 && MOE_HOP_THREADS >= 32 * 5, "a warp per phase");
+  if (last && call.stats != NULL && threadIdx.x < 32 * 5) {
+    const int ph = threadIdx.x >> 5, lane = threadIdx.x & 31;
     uint64_t m = 0;
-    for (unsigned b = 0; b < gridDim.x; b++) m = max(m, __ldcg(&p.trace[(size_t)b * 5 + threadIdx.x]));
-    call.stats->phase_end_ns[threadIdx.x] = (int64_t)m;
+    for (unsigned b = lane; b < gridDim.x; b += 32) m = max(m, __ldcg(&p.trace[(size_t)b * 5 + ph]));
+    for (int o = 16; o > 0; o >>= 1) m = max(m, (uint64_t)__shfl_xor_sync(0xffffffffu, (unsigned long long)m, o));
+    if (lane == 0) call.stats->phase_end_ns[ph] = (int64_t)m;
   }
   if (last && call.tr_events != NULL && threadIdx.x < 32)
     trace_finish(p.tr_state, call.tr_info, call.tr_capacity, c.rank);
