@@ -1902,8 +1902,9 @@ static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_p
 #define COMBINE_U 4
 #define COMBINE_JB 2
 #define COMBINE_MIN_VEC 8 /* 16-byte vectors of a row per unit at least */
-static_assert(LOOM_MOE_TT * LOOM_MOE_MAX_TOPK * (sizeof(void *) + sizeof(float)) <= MOE_PLACE_BASE_BYTES,
-              "combine's per-tile table fits in every kernel's dynamic shared memory");
+static_assert(LOOM_MOE_TT * LOOM_MOE_MAX_TOPK * (sizeof(void *) + sizeof(float)) + LOOM_MOE_MAX_EXPERTS / 8 <=
+                  MOE_PLACE_BASE_BYTES,
+              "combine's per-tile table and expert mask fit in every kernel's dynamic shared memory");
 
 template <int DT>
 static __device__ int phase_combine(const loom_dev_comm &c, const loom_moe_params &p,
@@ -1912,6 +1913,7 @@ static __device__ int phase_combine(const loom_dev_comm &c, const loom_moe_param
   typedef typename elem<DT>::T T;
   const int4 **src_of = (const int4 **)smem;                         /* [TT * K] */
   float *w_of = (float *)(src_of + LOOM_MOE_TT * LOOM_MOE_MAX_TOPK); /* [TT * K] */
+  uint32_t *need = (uint32_t *)(w_of + LOOM_MOE_TT * LOOM_MOE_MAX_TOPK); /* [E / 32]: experts the tile waits for */
   const int K = p.K, El = p.El, T_ = call.T;
   const int ntiles = (T_ + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
   constexpr int per_vec = 16 / sizeof(T);
@@ -1929,30 +1931,39 @@ static __device__ int phase_combine(const loom_dev_comm &c, const loom_moe_param
     const int t0 = tile * LOOM_MOE_TT, t1 = min(T_, t0 + LOOM_MOE_TT);
     tr_open(call, sh, TR_WORK, LOOM_MOE_TRACE_COMBINE, TR_NO_PEER, tile, t0, t1 - t0);
     tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_RETURN, TR_NO_PEER, tile, t0, t1 - t0);
-    int failed = 0;
-    /* warp 0's lanes wait in parallel until every (dest, expert) the
-     * tile's choices went to has returned all the rows this rank sent it */
-    const uint32_t *back = (const uint32_t *)loom_local_ptr(c, p.back_off);
-    if (threadIdx.x < 32)
-      for (int i = t0 * K + threadIdx.x; i < t1 * K && !failed; i += 32) {
-        const int row = __ldcg(&p.dest_row[i]);
-        if (row < 0) continue;
-        const int e = __ldcg(&p.ids[i]);
-        failed = !loom_wait_count(c, &back[e], (uint32_t)sh.kept[e], e / El, LOOM_WAIT_ROWS, e);
-      }
-    if (__syncthreads_or(failed)) return 0;
-    tr_close(p, call, sh, TR_WAIT);
+    for (int i = threadIdx.x; i < (p.E + 31) / 32; i += blockDim.x) need[i] = 0u;
+    __syncthreads();
     /* the tile's k source rows and weights, once, into shared memory (NULL:
-     * a dropped slot); the loads below then depend on nothing but v */
+     * a dropped slot), and the set of experts they went to, before the
+     * wait (none of it depends on the returns); the loads below then
+     * depend on nothing but v */
     for (int i = threadIdx.x; i < (t1 - t0) * K; i += blockDim.x) {
       const size_t slot = (size_t)t0 * K + i;
       const int row = __ldcg(&p.dest_row[slot]);
-      const int d = row < 0 ? 0 : __ldcg(&p.ids[slot]) / El;
+      const int e = row < 0 ? 0 : __ldcg(&p.ids[slot]);
       src_of[i] = row < 0 ? NULL
-                          : (const int4 *)loom_local_ptr(c, p.ret_off + ((size_t)d * p.Cs + row) * p.row_bytes);
+                          : (const int4 *)loom_local_ptr(c, p.ret_off + ((size_t)(e / El) * p.Cs + row) * p.row_bytes);
       w_of[i] = row < 0 ? 0.f : __ldcg(&p.wts[slot]);
+      if (row >= 0) atomicOr(&need[e >> 5], 1u << (e & 31));
     }
     __syncthreads();
+    /* warp 0 waits until every expert the tile's choices went to has
+     * returned all the rows this rank sent it: lane l for experts l, l +
+     * 32, ..., one counter load each once the returns are in. Until session
+     * 32 each lane went through the tile's routing slots one after another,
+     * three dependent loads a slot (its row, its expert, the counter): at
+     * k = 8, 24 round trips after the last return; and the table above
+     * came after the wait. (A lane polling all its counters together, or
+     * relaxed loads with one fence, moved ptxas's registers in the expert
+     * phase's consumers: a spill reload inside the k-block loop.) */
+    const uint32_t *back = (const uint32_t *)loom_local_ptr(c, p.back_off);
+    int failed = 0;
+    if (threadIdx.x < 32)
+      for (int e = threadIdx.x; e < p.E && !failed; e += 32)
+        if ((need[e >> 5] >> (e & 31)) & 1u)
+          failed = !loom_wait_count(c, &back[e], (uint32_t)sh.kept[e], e / El, LOOM_WAIT_ROWS, e);
+    if (__syncthreads_or(failed)) return 0;
+    tr_close(p, call, sh, TR_WAIT);
     /* each thread sums COMBINE_U vectors (16 bytes of a row each) at once,
      * loading the rows of COMBINE_JB routing slots before adding them, so
      * COMBINE_U * COMBINE_JB loads are in flight; slots are added in index

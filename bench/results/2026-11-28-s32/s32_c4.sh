@@ -1,0 +1,33 @@
+#!/bin/bash
+# session 32, call 4 (4 GPUs): the combine's wait for the returns (moe_wait_back: the tile's slots
+# read into shared memory first, an expert mask, then warp 0 polls each needed expert's counter, a
+# lane's counters together, relaxed, one system fence; was each lane going through its slots one
+# after another, ~3 dependent loads a slot): the MoE GPU tests on 4 GPUs and in loopback worlds
+# (test_faults too: the combine's timeout path changed), issue 11's points against 45add74
+# (loom_st), alternating, decode T = 128 traces of both, and the points fused beside the baseline.
+source scratch/dev_env.sh
+B=scratch/bin
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv > $OUT/gpu.txt
+t moe-multi 120 $B/test_moe multi --every 7
+t faults-multi 60 $B/test_faults multi
+t moe-loop 150 $B/test_moe loopback --every 7
+t faults-loop 90 $B/test_faults loopback
+t moe-single 150 $B/test_moe single --every 3
+for r in 1 2; do for v in loom_st loom; do
+  t grid-$v-$r 60 $B/$v moe --gpus 4 --impl fused --tokens 4096,8192,16384 --iters 20
+  t qwen-$v-$r 60 $B/$v moe --gpus 4 --impl fused --tokens 8192 --experts 128 --topk 8 --ffn 768 --act swiglu --iters 20
+  t dec-$v-$r 60 $B/$v moe --gpus 4 --impl fused --tokens 1,16,128,512 --experts 64 --topk 8 --iters 40
+done; done
+for v in loom_st loom; do
+  t tr128-$v 40 $B/$v moe --gpus 4 --impl fused --tokens 128 --experts 64 --topk 8 --iters 5 --trace $OUT/tr128_$v.json
+  python3 bench/trace_stats.py $OUT/tr128_$v.json > $OUT/tr128_$v.txt 2>&1
+done
+M="$B/loom moe --gpus 4 --impl both"
+t both-grid 60 $M --tokens 4096,8192,16384 --iters 20
+t both-qwen 60 $M --tokens 8192 --experts 128 --topk 8 --ffn 768 --act swiglu --iters 20
+t both-dec 60 $M --tokens 1,16,128,512 --experts 64 --topk 8 --iters 50
+gzip $OUT/*.json
+for f in $OUT/logs/grid-* $OUT/logs/qwen-* $OUT/logs/dec-*; do echo "$(basename $f .log): $(grep -E 'fused +median' $f | sed 's/.*median \([0-9.]*\) us.*/\1/' | tr '\n' ' ')"; done >> $S
+for f in $OUT/logs/both-*.log; do echo "== $(basename $f .log)"; grep -E "^ +[0-9]+ (fused|baseline)" $f; done >> $S
+for v in loom_st loom; do echo "== $v"; grep -E "combine|wait return|GEMM1|when" $OUT/tr128_$v.txt | cut -c1-300; done >> $S
+pack; cat $S
