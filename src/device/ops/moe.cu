@@ -1901,6 +1901,7 @@ static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_p
 /* Combine: vectors per thread at once, routing slots loaded per batch. */
 #define COMBINE_U 4
 #define COMBINE_JB 2
+#define COMBINE_SMALL_JB 8 /* routing slots' loads in flight where a thread has one vector */
 #define COMBINE_MIN_VEC 8 /* 16-byte vectors of a row per unit at least */
 static_assert(LOOM_MOE_TT * LOOM_MOE_MAX_TOPK * (sizeof(void *) + sizeof(float)) + LOOM_MOE_MAX_EXPERTS / 8 <=
                   MOE_PLACE_BASE_BYTES,
@@ -1969,6 +1970,38 @@ static __device__ int phase_combine(const loom_dev_comm &c, const loom_moe_param
      * COMBINE_U * COMBINE_JB loads are in flight; slots are added in index
      * order (bitwise deterministic, the same sums as one slot at a time) */
     const int nvec = (t1 - t0) * vw;
+    if (nvec <= (int)blockDim.x) {
+      /* at most one vector a thread (a decode tile's column slice): its
+       * routing slots' loads COMBINE_SMALL_JB at once (k = 8: one round
+       * trip, against four of COMBINE_JB), added in the same order */
+      if ((int)threadIdx.x < nvec) {
+        const int tok = (int)threadIdx.x / vw, v = va + (int)threadIdx.x % vw;
+        float acc[per_vec];
+#pragma unroll
+        for (int q = 0; q < per_vec; q++) acc[q] = 0.f;
+        for (int j0 = 0; j0 < K; j0 += COMBINE_SMALL_JB) {
+          int4 raw[COMBINE_SMALL_JB];
+#pragma unroll
+          for (int jj = 0; jj < COMBINE_SMALL_JB; jj++) {
+            const int4 *src = j0 + jj < K ? src_of[tok * K + j0 + jj] : NULL;
+            raw[jj] = src ? ptx_ld_cg_v4(src + v) : make_int4(0, 0, 0, 0);
+          }
+#pragma unroll
+          for (int jj = 0; jj < COMBINE_SMALL_JB; jj++) {
+            if (j0 + jj >= K || src_of[tok * K + j0 + jj] == NULL) continue;
+            const float w = w_of[tok * K + j0 + jj];
+            const T *vals = (const T *)&raw[jj];
+#pragma unroll
+            for (int q = 0; q < per_vec; q++) acc[q] += w * elem<DT>::load(vals, q);
+          }
+        }
+        int4 out;
+        T *o = (T *)&out;
+#pragma unroll
+        for (int q = 0; q < per_vec; q++) o[q] = elem<DT>::from(acc[q]);
+        *((int4 *)((char *)call.y + (size_t)(t0 + tok) * p.row_bytes) + v) = out;
+      }
+    } else
     for (int i0 = threadIdx.x; i0 < nvec; i0 += COMBINE_U * blockDim.x) {
       float acc[COMBINE_U][per_vec];
       int tok[COMBINE_U], v[COMBINE_U];
