@@ -1907,6 +1907,60 @@ static_assert(LOOM_MOE_TT * LOOM_MOE_MAX_TOPK * (sizeof(void *) + sizeof(float))
                   MOE_PLACE_BASE_BYTES,
               "combine's per-tile table and expert mask fit in every kernel's dynamic shared memory");
 
+/* A combine unit's output vectors i0, i0 + blockDim.x, ... (U of them,
+ * those < nvec; vector i: token i / vw of the tile at t0, 16-byte vector va
+ * + i % vw of its row): the k routing slots' rows (src_of, NULL: dropped)
+ * times their weights, loading JB slots' vectors before adding them, so U *
+ * JB loads are in flight; slots are added in index order whatever U and JB
+ * (bitwise deterministic, the same sums as one slot at a time). */
+template <int DT, int U, int JB>
+static __device__ __forceinline__ void combine_vectors(const loom_moe_params &p, const loom_moe_call &call,
+                                                       const int4 *const *src_of, const float *w_of, int t0,
+                                                       int i0, int nvec, int vw, int va) {
+  typedef typename elem<DT>::T T;
+  constexpr int per_vec = 16 / sizeof(T);
+  const int K = p.K;
+  float acc[U][per_vec];
+  int tok[U], v[U];
+#pragma unroll
+  for (int u = 0; u < U; u++) {
+    const int i = min(i0 + u * (int)blockDim.x, nvec - 1); /* past the end: a repeat, not stored */
+    tok[u] = i / vw;
+    v[u] = va + i % vw;
+#pragma unroll
+    for (int q = 0; q < per_vec; q++) acc[u][q] = 0.f;
+  }
+  for (int j0 = 0; j0 < K; j0 += JB) {
+    int4 raw[JB][U];
+#pragma unroll
+    for (int jj = 0; jj < JB; jj++)
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const int4 *src = j0 + jj < K ? src_of[tok[u] * K + j0 + jj] : NULL;
+        raw[jj][u] = src ? ptx_ld_cg_v4(src + v[u]) : make_int4(0, 0, 0, 0);
+      }
+#pragma unroll
+    for (int jj = 0; jj < JB; jj++)
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        if (j0 + jj >= K || src_of[tok[u] * K + j0 + jj] == NULL) continue;
+        const float w = w_of[tok[u] * K + j0 + jj];
+        const T *vals = (const T *)&raw[jj][u];
+#pragma unroll
+        for (int q = 0; q < per_vec; q++) acc[u][q] += w * elem<DT>::load(vals, q);
+      }
+  }
+#pragma unroll
+  for (int u = 0; u < U; u++) {
+    if (i0 + u * (int)blockDim.x >= nvec) continue;
+    int4 out;
+    T *o = (T *)&out;
+#pragma unroll
+    for (int q = 0; q < per_vec; q++) o[q] = elem<DT>::from(acc[u][q]);
+    *((int4 *)((char *)call.y + (size_t)(t0 + tok[u]) * p.row_bytes) + v[u]) = out;
+  }
+}
+
 template <int DT>
 static __device__ int phase_combine(const loom_dev_comm &c, const loom_moe_params &p,
                                     const loom_moe_call &call, moe_shared &sh, uint64_t epoch,
@@ -1965,83 +2019,17 @@ static __device__ int phase_combine(const loom_dev_comm &c, const loom_moe_param
           failed = !loom_wait_count(c, &back[e], (uint32_t)sh.kept[e], e / El, LOOM_WAIT_ROWS, e);
     if (__syncthreads_or(failed)) return 0;
     tr_close(p, call, sh, TR_WAIT);
-    /* each thread sums COMBINE_U vectors (16 bytes of a row each) at once,
-     * loading the rows of COMBINE_JB routing slots before adding them, so
-     * COMBINE_U * COMBINE_JB loads are in flight; slots are added in index
-     * order (bitwise deterministic, the same sums as one slot at a time) */
+    /* each thread sums COMBINE_U vectors with COMBINE_JB slots' loads in
+     * flight (combine_vectors); where a thread has at most one vector (a
+     * decode tile's column slice) it loads COMBINE_SMALL_JB slots at once
+     * instead (k = 8: one round trip, against four); the same sums */
     const int nvec = (t1 - t0) * vw;
     if (nvec <= (int)blockDim.x) {
-      /* at most one vector a thread (a decode tile's column slice): its
-       * routing slots' loads COMBINE_SMALL_JB at once (k = 8: one round
-       * trip, against four of COMBINE_JB), added in the same order */
-      if ((int)threadIdx.x < nvec) {
-        const int tok = (int)threadIdx.x / vw, v = va + (int)threadIdx.x % vw;
-        float acc[per_vec];
-#pragma unroll
-        for (int q = 0; q < per_vec; q++) acc[q] = 0.f;
-        for (int j0 = 0; j0 < K; j0 += COMBINE_SMALL_JB) {
-          int4 raw[COMBINE_SMALL_JB];
-#pragma unroll
-          for (int jj = 0; jj < COMBINE_SMALL_JB; jj++) {
-            const int4 *src = j0 + jj < K ? src_of[tok * K + j0 + jj] : NULL;
-            raw[jj] = src ? ptx_ld_cg_v4(src + v) : make_int4(0, 0, 0, 0);
-          }
-#pragma unroll
-          for (int jj = 0; jj < COMBINE_SMALL_JB; jj++) {
-            if (j0 + jj >= K || src_of[tok * K + j0 + jj] == NULL) continue;
-            const float w = w_of[tok * K + j0 + jj];
-            const T *vals = (const T *)&raw[jj];
-#pragma unroll
-            for (int q = 0; q < per_vec; q++) acc[q] += w * elem<DT>::load(vals, q);
-          }
-        }
-        int4 out;
-        T *o = (T *)&out;
-#pragma unroll
-        for (int q = 0; q < per_vec; q++) o[q] = elem<DT>::from(acc[q]);
-        *((int4 *)((char *)call.y + (size_t)(t0 + tok) * p.row_bytes) + v) = out;
-      }
-    } else
-    for (int i0 = threadIdx.x; i0 < nvec; i0 += COMBINE_U * blockDim.x) {
-      float acc[COMBINE_U][per_vec];
-      int tok[COMBINE_U], v[COMBINE_U];
-#pragma unroll
-      for (int u = 0; u < COMBINE_U; u++) {
-        const int i = min(i0 + u * (int)blockDim.x, nvec - 1); /* past the end: a repeat, not stored */
-        tok[u] = i / vw;
-        v[u] = va + i % vw;
-#pragma unroll
-        for (int q = 0; q < per_vec; q++) acc[u][q] = 0.f;
-      }
-      for (int j0 = 0; j0 < K; j0 += COMBINE_JB) {
-        int4 raw[COMBINE_JB][COMBINE_U];
-#pragma unroll
-        for (int jj = 0; jj < COMBINE_JB; jj++)
-#pragma unroll
-          for (int u = 0; u < COMBINE_U; u++) {
-            const int4 *src = j0 + jj < K ? src_of[tok[u] * K + j0 + jj] : NULL;
-            raw[jj][u] = src ? ptx_ld_cg_v4(src + v[u]) : make_int4(0, 0, 0, 0);
-          }
-#pragma unroll
-        for (int jj = 0; jj < COMBINE_JB; jj++)
-#pragma unroll
-          for (int u = 0; u < COMBINE_U; u++) {
-            if (j0 + jj >= K || src_of[tok[u] * K + j0 + jj] == NULL) continue;
-            const float w = w_of[tok[u] * K + j0 + jj];
-            const T *vals = (const T *)&raw[jj][u];
-#pragma unroll
-            for (int q = 0; q < per_vec; q++) acc[u][q] += w * elem<DT>::load(vals, q);
-          }
-      }
-#pragma unroll
-      for (int u = 0; u < COMBINE_U; u++) {
-        if (i0 + u * (int)blockDim.x >= nvec) continue;
-        int4 out;
-        T *o = (T *)&out;
-#pragma unroll
-        for (int q = 0; q < per_vec; q++) o[q] = elem<DT>::from(acc[u][q]);
-        *((int4 *)((char *)call.y + (size_t)(t0 + tok[u]) * p.row_bytes) + v[u]) = out;
-      }
+      if ((int)threadIdx.x < nvec)
+        combine_vectors<DT, 1, COMBINE_SMALL_JB>(p, call, src_of, w_of, t0, threadIdx.x, nvec, vw, va);
+    } else {
+      for (int i0 = threadIdx.x; i0 < nvec; i0 += COMBINE_U * blockDim.x)
+        combine_vectors<DT, COMBINE_U, COMBINE_JB>(p, call, src_of, w_of, t0, i0, nvec, vw, va);
     }
     __syncthreads();
     tr_close(p, call, sh, TR_WORK);
