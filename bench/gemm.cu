@@ -19,6 +19,8 @@
  *            tasks per block through the persistent loop),
  *            --pdl on|off (engine launches with programmatic dependent launch,
  *            hop_problem.no_pdl; default on: only the back-to-back timings overlap),
+ *            --hg-table on|off (host groups' tile starts and rows in shared memory,
+ *            hop_problem.no_hg_table; default on),
  *            --dg-concurrent (device-groups checks: write the table from a kernel on a
  *            second stream while the engine already waits, instead of in stream order
  *            before it; on an H200 the engine's blocks fill every SM and the writer never
@@ -110,6 +112,7 @@ struct options {
                         (hop_params.store16 = 0) instead of 16-byte quad stores */
   int sms;           /* --sms N: the engine's grid cap (hop_problem.num_sms); 0 = every SM */
   int no_pdl;        /* --pdl off: hop_problem.no_pdl = 1 (plain stream order between launches) */
+  int no_hg_table;   /* --hg-table off: hop_problem.no_hg_table = 1 (host groups decoded from global memory) */
   int l2_hints;      /* --l2-hints N: hop_problem.l2_hints (0 none, 1 B evict_last, 2 + A evict_first) */
 };
 static options g_opt;
@@ -329,6 +332,7 @@ static cudaError_t plan_case(const gcase *c, gbufs *b, uint64_t timeout_ns, int 
   pr.num_sms = g_opt.sms > 0 && g_opt.sms < g_num_sms ? g_opt.sms : g_num_sms;
   pr.raster_m = g_opt.raster_m;
   pr.no_pdl = g_opt.no_pdl;
+  pr.no_hg_table = g_opt.no_hg_table;
   pr.l2_hints = g_opt.l2_hints;
   pr.split_k = var_split(var);
   /* row_ptr entries point at rows of C (pitch n_out) */
@@ -1154,7 +1158,7 @@ static void usage(void) {
          "[--shape dense|grouped|smallm|decode|mid] [--variant v1,w1,pp,sk2,sk4,pp2,w1c2,sm2,sm2h,ws] [--k K1,K2,..] [--raster M] "
          "[--iters N] [--seed S] "
          "[--threads T] [--device-groups] [--dg-concurrent] [--stores v4|pairs] [--case NAME-SUBSTRING]\n"
-         "       [--sms N] [--pdl on|off] [--l2-hints 0|1|2]\n"
+         "       [--sms N] [--pdl on|off] [--hg-table on|off] [--l2-hints 0|1|2]\n"
          "env LOOM_BENCH_PROFILE=1: each timing's last dirty-flush launch is the only profiled range "
          "(for ncu --profile-from-start off)\n");
 }
@@ -1200,6 +1204,13 @@ int main(int argc, char **argv) {
     else if (!strcmp(s, "--pdl") && i + 1 < argc) {
       g_opt.no_pdl = opt_choice(argv[++i], "on", "off");
       if (g_opt.no_pdl < 0) {
+        usage();
+        return 2;
+      }
+    }
+    else if (!strcmp(s, "--hg-table") && i + 1 < argc) {
+      g_opt.no_hg_table = opt_choice(argv[++i], "on", "off");
+      if (g_opt.no_hg_table < 0) {
         usage();
         return 2;
       }

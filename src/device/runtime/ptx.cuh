@@ -209,6 +209,12 @@ static __device__ __forceinline__ float ptx_rcp_ftz(float x) {
   return y;
 }
 
+/* Bring the line holding *p into L1 (generic address: global memory or the
+ * kernel parameter), no register written. */
+static __device__ __forceinline__ void ptx_prefetch_l1(const void *p) {
+  asm volatile("prefetch.L1 [%0];" ::"l"(p));
+}
+
 /* Bring a tensor map (param, const or global space) into the descriptor cache. */
 static __device__ __forceinline__ void ptx_prefetch_tensormap(const void *map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");

@@ -341,6 +341,12 @@ struct hop_params {
                                     one-shot mode: the same part of every peer's window); a byte
                                     offset from this struct with maps_const, as groups */
   int32_t n_rep;                 /* 0 or 1: no replicas */
+  int32_t hg_table;              /* host groups: 1 = every block copies the groups' tile_begin and
+                                    rows into shared memory at hop_cfg::dg_offset before the roles
+                                    split (hop_hg_build; the launch reserved hop_dg_smem_bytes
+                                    (num_groups) there), so decoding a task reads no global memory;
+                                    0: tasks decoded from the group table itself. Not with n_chunk
+                                    (docs/tile.md "v8") */
 };
 
 /* The launch's group table and group maps (see hop_params.maps_const): a
@@ -476,7 +482,8 @@ struct hop_sched {
   int32_t rank;       /* CTA rank in the cluster (0 without clusters) */
   int32_t group;      /* group of the last task (tasks only increase) */
   int32_t total;      /* tasks of the launch    */
-  const int32_t *tab; /* device groups: tile_begin[0] of the shared-memory table; NULL: host */
+  const int32_t *tab; /* tile_begin[0] of the shared-memory table (device groups, or host groups
+                         with hop_params.hg_table); NULL: the host group table */
 };
 
 /* Block b's first task with hop_params.spread: the even blocks take tasks
@@ -494,7 +501,8 @@ static __device__ __forceinline__ int hop_block_slot(const hop_params &p) {
   return b & 1 ? ((int)gridDim.x + 1) / 2 + b / 2 : b / 2;
 }
 
-/* `dg_table`: the block's device-group table (hop_dg_build), or NULL. */
+/* `dg_table`: the block's task table in shared memory (device groups:
+ * hop_dg_build; host groups with hop_params.hg_table: hop_hg_build), or NULL. */
 template <class CFG>
 static __device__ __forceinline__ hop_sched hop_sched_init(const hop_params &p, const int32_t *dg_table) {
   hop_sched s;
@@ -503,8 +511,8 @@ static __device__ __forceinline__ hop_sched hop_sched_init(const hop_params &p, 
   s.rank = CFG::CL > 1 ? (int32_t)ptx_cluster_ctarank() : 0;
   s.group = 0;
   s.tab = dg_table ? dg_table + 1 : NULL;
-  s.total = dg_table ? dg_table[1 + p.num_groups] /* split_k is 1 */
-                     : CFG::ml == HOP_ML_V1 ? p.total_tiles : p.total_tasks;
+  s.total = p.dg_rows ? dg_table[1 + p.num_groups] /* split_k is 1 */
+                      : CFG::ml == HOP_ML_V1 ? p.total_tiles : p.total_tasks;
   return s;
 }
 
@@ -599,7 +607,7 @@ static __device__ __forceinline__ void hop_sched_task(hop_sched *s, const hop_pa
     tile_begin = tb[s->group];
     rows = tb[p.num_groups + 1 + s->group];
     t->row_base = tb[2 * p.num_groups + 1 + s->group];
-    t->desc = 0;
+    t->desc = p.dg_rows ? 0 : s->group; /* device groups: one descriptor; host: the group's */
   } else if (CH && p.n_chunk > 0) {
     /* host groups interleaved by column chunks (hop_params.n_chunk; compiled
      * in only for a SIDE with chunked = true, hop_side_chunked): chunk j
@@ -760,6 +768,38 @@ static __device__ __forceinline__ void hop_dg_build(const hop_params &p, int32_t
   }
 }
 
+/* Host groups with hop_params.hg_table: the same table as hop_dg_build's
+ * (ok, tile_begin[0 .. G], rows, row_offset = 0), copied from the group table,
+ * which the host wrote before the launch and nothing writes while it runs
+ * (plain loads). Called by all CFG::threads threads before the roles split;
+ * warps 1 and up take the entries, one each, so thread 0's ring setup runs
+ * beside the loads' round trip; the caller's __syncthreads publishes it.
+ * The same threads bring each entry's readiness fields (its second 32-byte
+ * sector) into L1 and its maps into the descriptor cache, so the producer's
+ * first task finds them there (docs/tile.md "v8"). */
+template <class CFG>
+static __device__ __forceinline__ void hop_hg_build(const hop_params &p, int32_t *table) {
+  const int G = p.num_groups;
+  const hop_group *groups = hop_group_table(p);
+  for (int g = (int)threadIdx.x - 32; g <= G; g += CFG::threads - 32) {
+    if (g < 0) break;
+    if (g < G) {
+      if (!p.maps_const) ptx_prefetch_l1(&groups[g].ready); /* (the parameter: already near) */
+      if (p.group_maps) {
+        ptx_prefetch_tensormap(hop_group_maps(p) + 2 * g);
+        ptx_prefetch_tensormap(hop_group_maps(p) + 2 * g + 1);
+      }
+      const int32_t tb = groups[g].tile_begin, r = groups[g].rows;
+      table[1 + g] = tb;
+      table[G + 2 + g] = r;
+      table[2 * G + 2 + g] = 0;
+    } else {
+      table[0] = 1;
+      table[1 + G] = p.total_tiles;
+    }
+  }
+}
+
 #include "hopper_epilogue.cuh"
 
 /* ---- roles ------------------------------------------------------------------------ */
@@ -771,7 +811,8 @@ struct hop_smem {
   uint64_t *full, *empty;  /* STAGES mbarriers each       */
   volatile uint32_t *flag; /* STAGES: 1 = task skipped (timeout), written on its first stage */
   volatile uint32_t *sk;   /* split-K: 1 = this block's consumers reduce and write the tile */
-  const int32_t *dg;       /* device groups: the task table (hop_dg_build); NULL: host groups */
+  const int32_t *dg;       /* the task table (device groups: hop_dg_build; host groups with
+                              hop_params.hg_table: hop_hg_build); NULL: the host group table */
   uint32_t peer_empty;     /* clusters: shared::cluster address of the peer CTA's empty[0] */
   uint8_t *stg;            /* HOP_EPI_TMA: 8 consumer warps x stg_warp_bytes of staging */
 };
@@ -880,7 +921,7 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
   /* device groups: the rows were published before the table's readiness
    * counter (acquired by thread 0 in hop_dg_build, then __syncthreads):
    * order this thread's TMA (async proxy) reads after it */
-  if (sm.dg) ptx_fence_proxy_async_global();
+  if (p.dg_rows) ptx_fence_proxy_async_global();
   /* spread: the first task is the block's slot, the counter's tickets
    * start past every block's own */
   const int first = DYN && p.spread ? (int)gridDim.x : 0;
@@ -1329,7 +1370,7 @@ static __device__ __forceinline__ void hop_gemm_run(const hop_params &p, uint8_t
   uint8_t *base = hop_smem_base(smem_raw);
   hop_smem sm = hop_smem_ring<CFG>(base);
   sm.sk = (volatile uint32_t *)(base + CFG::sk_offset);
-  sm.dg = p.dg_rows ? (const int32_t *)(base + CFG::dg_offset) : NULL;
+  sm.dg = p.dg_rows || p.hg_table ? (const int32_t *)(base + CFG::dg_offset) : NULL;
   sm.peer_empty = CFG::CL > 1 ? ptx_mapa_shared(ptx_smem_addr(sm.empty), ptx_cluster_ctarank() ^ 1u) : 0u;
 
   const int wg = threadIdx.x / 128;
@@ -1345,6 +1386,7 @@ static __device__ __forceinline__ void hop_gemm_run(const hop_params &p, uint8_t
    * arrive or multicast (the peer's producer writes into this CTA) */
   if (CFG::CL > 1) ptx_cluster_sync();
   if (p.dg_rows) hop_dg_build<CFG>(p, (int32_t *)(base + CFG::dg_offset)); /* uniform branch */
+  else if (p.hg_table) hop_hg_build<CFG>(p, (int32_t *)(base + CFG::dg_offset));
   __syncthreads();
 
   if (wg == CFG::consumer_wgs) { /* producer warpgroup */

@@ -111,6 +111,9 @@ struct hop_problem {
                          stream finishes; it waits for that kernel's completion
                          before touching memory: griddepcontrol.wait first);
                          1: plain stream order */
+  int no_hg_table;    /* host groups: 0 = the groups' tile starts and rows are copied into
+                         each block's shared memory where they fit beside the ring
+                         (hop_params.hg_table); 1: tasks decoded from the group table */
   int out;            /* hop_out the launches will use (0 = bf16). Read only by
                          HOP_EPI_TMA configurations: a 16-bit output to C (no
                          row_ptr, 16-byte aligned rows) gets C maps; a launch
@@ -125,7 +128,8 @@ struct hop_plan {
   void *d_split;          /* split-K workspace + counters, or NULL      */
   int grid;               /* blocks to launch: min(num_sms, tiles); device groups: num_sms */
   int pdl;                /* launch with programmatic stream serialization (hop_problem.no_pdl) */
-  int smem_bytes;         /* dynamic shared memory per block (+ task table with device groups) */
+  int smem_bytes;         /* dynamic shared memory per block (+ the task table: device groups,
+                             host groups with hop_params.hg_table) */
 };
 
 typedef PFN_cuTensorMapEncodeTiled_v12000 hop_encode_fn;
@@ -303,6 +307,7 @@ template <class CFG> static cudaError_t hop_plan_create_dgroups(hop_plan *plan, 
   plan->grid = pr->num_sms / CFG::CL * CFG::CL;
   plan->pdl = !pr->no_pdl;
   plan->smem_bytes = CFG::smem_bytes + hop_dg_smem_bytes(G);
+
   e = cudaMalloc((void **)&plan->d_groups, sizeof(hop_group));
   if (e != cudaSuccess) return e;
   e = cudaMemcpy(plan->d_groups, &hg, sizeof(hop_group), cudaMemcpyHostToDevice);
@@ -391,6 +396,12 @@ template <class CFG> static cudaError_t hop_plan_create(hop_plan *plan, const ho
     }
     plan->smem_bytes = CFG::smem_bytes;
     plan->pdl = !pr->no_pdl;
+    /* the task table in shared memory where it fits (no column chunks here) */
+    if (!pr->no_hg_table && CFG::smem_bytes + hop_dg_smem_bytes(G) <= 232448) {
+      p->hg_table = 1;
+      plan->smem_bytes = CFG::smem_bytes + hop_dg_smem_bytes(G);
+    }
+
     if (S > 1 && tiles > 0) { /* workspace [tiles][S][BM*BN] fp32, then [tiles] u32 counters */
       const size_t ws_bytes = (size_t)tiles * S * CFG::BM * CFG::BN * sizeof(float);
       e = cudaMalloc(&plan->d_split, ws_bytes + (size_t)tiles * sizeof(uint32_t));
