@@ -127,16 +127,25 @@ enum hop_epi { HOP_EPI_DIRECT = 0, HOP_EPI_TMA = 1 };
  *             [rows][128 B] block, so the producer asks for KSUB * 128
  *             contiguous bytes of every B row at once                          */
 template <int DT, int BM_, int BN_, int STAGES_, int ML_ = HOP_ML_V1, int CL_ = 1, int KSUB_ = 1,
-          int EPI_ = HOP_EPI_DIRECT>
+          int EPI_ = HOP_EPI_DIRECT, int SWAP_ = 0>
 struct hop_cfg {
   static constexpr int dtype = DT;
   static constexpr int esize = DT == HOP_TF32 ? 4 : 2;
   static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_, ml = ML_, CL = CL_, KSUB = KSUB_;
   static constexpr bool epi_tma = EPI_ == HOP_EPI_TMA;
-  static constexpr int TM = BM * CL;       /* rows of one scheduled task (a cluster's pair of tiles) */
+  /* swap: the operands change places (docs/tile.md "v9"): the ring's A slot
+   * (wgmma's M, BM rows) holds BM rows of B (weights) and its B slot (wgmma's
+   * N, BN rows) BN rows of A (a group's rows, the tokens), so a task covers BN
+   * rows of the group and BM output columns, and the consumers hold the
+   * transposed tile (hop_epilogue_swap) */
+  static constexpr bool swap = SWAP_ != 0;
+  static constexpr int TM = swap ? BN : BM * CL; /* group rows of one scheduled task (a cluster's
+                                                     pair of tiles) */
+  static constexpr int TN = swap ? BM : BN;      /* output columns (B rows) of one task */
+  static constexpr int a_box_rows = swap ? BN : BM; /* rows of the A map's box */
   static constexpr int BK = 128 / esize;   /* 64 (16-bit) or 32 (fp32) */
   static constexpr int BKS = BK * KSUB;    /* K of one stage */
-  static constexpr int b_box_rows = BN / CL; /* rows of the B box each CTA loads */
+  static constexpr int b_box_rows = swap ? BM : BN / CL; /* rows of the B box each CTA loads */
   static constexpr int KSTEP = 32 / esize; /* K of one wgmma: 16 or 8 */
   static constexpr int consumer_wgs = 2;
   static constexpr int threads = 128 * (consumer_wgs + 1);
@@ -173,7 +182,11 @@ struct hop_cfg {
   static_assert(BM == 64 || BM == 128, "BM: 64 (small-M) or 128");
   static_assert(!pingpong || BM == 128, "ping-pong: one WG owns 128 rows (two m64 halves)");
   static_assert(acc_regs <= 128, "accumulators must leave room in 232 registers");
-  static_assert(WG_N == 64 || WG_N == 128 || WG_N == 256, "wgmma N per warpgroup: 64, 128, 256");
+  static_assert(WG_N == 64 || WG_N == 128 || WG_N == 256 || (swap && WG_N == 8),
+                "wgmma N per warpgroup: 64, 128, 256 (8: the swapped tile)");
+  static_assert(!swap || (BM == 64 && BN == 16 && ML_ == HOP_ML_COOP && CL_ == 1 && KSUB_ == 1 &&
+                          EPI_ == HOP_EPI_DIRECT),
+                "swapped tile: 64 weight rows x 16 group rows, cooperative, 1-CTA, direct stores");
   static_assert(BN <= 256 && BM <= 256, "TMA box dims <= 256");
   static_assert(BK * esize == 128, "128B swizzle: inner box = 128 bytes");
   static_assert(a_stage_bytes % 1024 == 0 && b_stage_bytes % 1024 == 0,
@@ -184,7 +197,7 @@ struct hop_cfg {
   static_assert((entry_regs - producer_regs) * 128 >= (consumer_regs - entry_regs) * 128 * consumer_wgs,
                 "consumers may only take what the producer gives back");
   static_assert(producer_regs % 8 == 0 && consumer_regs % 8 == 0, "setmaxnreg granularity");
-  static_assert(HOP_SWIGLU_BLOCK * 2 == 64 && WG_N % 64 == 0, "SwiGLU pairs inside one thread");
+  static_assert(HOP_SWIGLU_BLOCK * 2 == 64 && (swap || WG_N % 64 == 0), "SwiGLU pairs inside one thread");
   static_assert(CL == 1 || CL == 2, "clusters of 1 or 2 CTAs along M");
   static_assert(CL == 1 || ML_ != HOP_ML_V1,
                 "clusters need every task to take all its stages (v1 skips after one)");
@@ -223,6 +236,12 @@ template <int DT> struct hop_sm2h : hop_cfg<DT, 64, 128, 4, HOP_ML_COOP, 1, 2> {
 /* v7 (docs/tile.md "v7"):
  *   ws     large_w1 with the TMA epilogue: 4 x 48 KB ring + 32 KB staging   */
 template <int DT> struct hop_ws : hop_cfg<DT, 128, 256, 4, HOP_ML_COOP, 1, 1, HOP_EPI_TMA> {};
+/* v9 (docs/tile.md "v9"):
+ *   dec    the swapped decode tile: 64 weight rows x 16 group rows (wgmma
+ *          m64n8 per consumer WG), 20 stages of 8 KB of weights + 2 KB of
+ *          rows = 200 KB (160 KB of weights in flight), N / 64 tasks a
+ *          group; no SwiGLU, no split-K                                     */
+template <int DT> struct hop_dec : hop_cfg<DT, 64, 16, 20, HOP_ML_COOP, 1, 1, HOP_EPI_DIRECT, 1> {};
 
 /* ---- problem description (device memory / kernel parameter) -------------- */
 
@@ -441,14 +460,17 @@ static __device__ __forceinline__ uint64_t hop_desc(const void *smem) {
 template <int DT, int N>
 static __device__ __forceinline__ void hop_wgmma(float *d, uint64_t da, uint64_t db, uint32_t acc) {
   if (DT == HOP_BF16) {
+    if (N == 8) ptx_wgmma_m64n8k16_bf16(d, da, db, acc);
     if (N == 64) ptx_wgmma_m64n64k16_bf16(d, da, db, acc);
     if (N == 128) ptx_wgmma_m64n128k16_bf16(d, da, db, acc);
     if (N == 256) ptx_wgmma_m64n256k16_bf16(d, da, db, acc);
   } else if (DT == HOP_FP16) {
+    if (N == 8) ptx_wgmma_m64n8k16_f16(d, da, db, acc);
     if (N == 64) ptx_wgmma_m64n64k16_f16(d, da, db, acc);
     if (N == 128) ptx_wgmma_m64n128k16_f16(d, da, db, acc);
     if (N == 256) ptx_wgmma_m64n256k16_f16(d, da, db, acc);
   } else {
+    if (N == 8) ptx_wgmma_m64n8k8_tf32(d, da, db, acc);
     if (N == 64) ptx_wgmma_m64n64k8_tf32(d, da, db, acc);
     if (N == 128) ptx_wgmma_m64n128k8_tf32(d, da, db, acc);
     if (N == 256) ptx_wgmma_m64n256k8_tf32(d, da, db, acc);
@@ -646,7 +668,7 @@ static __device__ __forceinline__ void hop_sched_task(hop_sched *s, const hop_pa
   t->group = s->group;
   t->m_blk = (m0 + in % band_m) * CFG::CL + s->rank;
   t->n_blk = n_off + in / band_m;
-  t->phantom = t->m_blk * CFG::BM >= rows;
+  t->phantom = t->m_blk * (CFG::TM / CFG::CL) >= rows;
   t->rows = rows;
   t->tile = tile;
   t->slice = slice;
@@ -863,7 +885,7 @@ static __device__ __forceinline__ void hop_release(const hop_smem &sm, uint32_t 
 /* The first B row (n-block row) of task t in the B map: its group's rows
  * (device groups) and its n-block. */
 template <class CFG> static __device__ __forceinline__ int32_t hop_b_row(const hop_params &p, const hop_task &t) {
-  return t.group * p.b_group_rows + t.n_blk * CFG::BN;
+  return t.group * p.b_group_rows + t.n_blk * CFG::TN;
 }
 
 /* B ahead of a readiness wait (hop_params.b_ahead > 0, 1-CTA): B does not
@@ -953,7 +975,7 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
       const uint32_t *r0 = ready + (size_t)t.group * g->ready_group_stride + (size_t)t.m_blk * g->ready_stride;
       const int rn = max(1, g->ready_n);
       const uint32_t target = g->ready_target + ready_bias;
-      if (CFG::CL == 1 && CFG::ml != HOP_ML_V1 && p.b_ahead > 0) { /* V1 leaves a skipped task after one stage */
+      if (CFG::CL == 1 && CFG::ml != HOP_ML_V1 && !CFG::swap && p.b_ahead > 0) { /* V1 leaves a skipped task after one stage */
         int now = 1;
         for (int i = 0; now && i < rn; i++) now = hop_ready_now(r0 + (size_t)i * g->ready_n_stride, target);
         if (!now) pre = hop_b_ahead<CFG>(p, sm, t, mb, stage, phase);
@@ -998,7 +1020,13 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
               (uint16_t)((1u << CFG::CL) - 1u));
         }
       } else if (ok) {
-        ptx_mbar_arrive_expect_tx(&sm.full[stage], ahead ? CFG::a_stage_bytes : CFG::stage_bytes);
+        /* swap: the A map's boxes (group rows) go to the B slot, B's (weights) to the A slot */
+        uint8_t *const a_ring = CFG::swap ? sm.b : sm.a, *const b_ring = CFG::swap ? sm.a : sm.b;
+        constexpr int a_ring_stage = CFG::swap ? CFG::b_stage_bytes : CFG::a_stage_bytes;
+        constexpr int a_ring_blk = CFG::swap ? CFG::b_blk_bytes : CFG::a_blk_bytes;
+        constexpr int b_ring_stage = CFG::swap ? CFG::a_stage_bytes : CFG::b_stage_bytes;
+        constexpr int b_ring_blk = CFG::swap ? CFG::a_blk_bytes : CFG::b_blk_bytes;
+        ptx_mbar_arrive_expect_tx(&sm.full[stage], ahead ? a_ring_stage : CFG::stage_bytes);
         /* device groups: A rows past the group's end belong to the next group
          * or to unused capacity (read, never stored); past the capacity TMA
          * zero-fills. B rows past N of group g are group g+1's (columns >= N:
@@ -1007,8 +1035,8 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
          * for KSUB * 128 contiguous bytes at once. */
 #pragma unroll
         for (int sub = 0; sub < CFG::KSUB; sub++) {
-          uint8_t *dst = sm.a + stage * CFG::a_stage_bytes + sub * CFG::a_blk_bytes;
-          const int32_t c0 = (kb * CFG::KSUB + sub) * CFG::BK, c1 = t.row_base + t.m_blk * CFG::BM;
+          uint8_t *dst = a_ring + stage * a_ring_stage + sub * a_ring_blk;
+          const int32_t c0 = (kb * CFG::KSUB + sub) * CFG::BK, c1 = t.row_base + t.m_blk * CFG::TM;
           /* the policy is made where it is used: held across the loop, the
            * two 64-bit policies spilled the 40-register producer of some
            * collective-GEMM kernels */
@@ -1017,7 +1045,7 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
         }
 #pragma unroll
         for (int sub = 0; sub < CFG::KSUB && !ahead; sub++) {
-          uint8_t *dst = sm.b + stage * CFG::b_stage_bytes + sub * CFG::b_blk_bytes;
+          uint8_t *dst = b_ring + stage * b_ring_stage + sub * b_ring_blk;
           const int32_t c0 = (kb * CFG::KSUB + sub) * CFG::BK, c1 = hop_b_row<CFG>(p, t);
           if (p.l2_hints >= 1) ptx_tma_load_2d_hint(dst, mb, &sm.full[stage], c0, c1, ptx_policy_evict_last());
           else ptx_tma_load_2d(dst, mb, &sm.full[stage], c0, c1);
@@ -1224,7 +1252,7 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
   hop_sched sc = hop_sched_init<CFG>(p, sm.dg);
   hop_task t;
   uint32_t stage = 0, phase = 0;
-  if (CFG::ml == HOP_ML_V1) { /* ---- v1: wait_group 0 every stage ---- */
+  if constexpr (CFG::ml == HOP_ML_V1) { /* ---- v1: wait_group 0 every stage ---- */
     while (hop_sched_next<CFG, hop_side_chunked<SIDE>::value>(&sc, p, &t)) {
       int skipped = 0;
       for (int kb = 0; kb < t.kb1; kb++) {
@@ -1252,7 +1280,7 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
         hop_task_done<CFG>(side, t, wg);
       }
     }
-  } else if (CFG::ml == HOP_ML_COOP) { /* ---- both WGs on each task, one batch in flight ---- */
+  } else if constexpr (CFG::ml == HOP_ML_COOP) { /* ---- both WGs on each task, one batch in flight ---- */
     constexpr bool defer = SIDE::has_done && hop_side_defer<SIDE>::value;
     hop_task pend;     /* defer: the task whose done() waits for the next mainloop */
     int pending = 0;
@@ -1274,10 +1302,11 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
         hop_task_done<CFG>(side, pend, wg);
         pending = 0;
       }
-      if (p.split_k > 1) {
-        hop_splitk_finish<CFG, ACT, OUT>(acc, p, sm, t, skipped, row_off, col_off);
+      if (!CFG::swap && p.split_k > 1) {
+        if constexpr (!CFG::swap) hop_splitk_finish<CFG, ACT, OUT>(acc, p, sm, t, skipped, row_off, col_off);
       } else if (!skipped) {
-        if (!idle)
+        if constexpr (CFG::swap) hop_epilogue_swap<CFG, ACT, OUT>(acc, p, t, gp, wg);
+        else if (!idle)
           hop_epilogue_store<CFG, ACT, OUT, CFG::acc_regs, hop_side_bias<SIDE>::value, hop_side_rep<SIDE>::value,
                              hop_side_ll<SIDE>::value>(acc, p, t, gp, stg, row_off, col_off, cmap_fenced,
                                                        hop_ll_tag(side));

@@ -324,6 +324,39 @@ static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_
   }
 }
 
+/* The swapped decode tile (hop_cfg::swap): consumer WG wg holds D[64 x 8] =
+ * (64 B rows of the task) x (its 8 group rows)^T, so output element (row r,
+ * column n) is D[n - n0][r - r0]. A thread (warp w, lane l) holds columns
+ * n0 + 16 w + l / 4 (+ 8) of rows r0 + 8 wg + 2 (l % 4) (+ 1): four values,
+ * each stored on its own (a task writes 16 x 64 outputs, a few KB). Act, row
+ * scale, round, store, as hop_epilogue_store; rows >= t.rows and columns >= N
+ * are not written. No SwiGLU (refused by the plan), bias or replicas (the
+ * plain engine's launches only). */
+static __device__ __forceinline__ void hop_store1(__nv_bfloat16 *p, float a) { *p = __float2bfloat16_rn(a); }
+static __device__ __forceinline__ void hop_store1(__half *p, float a) { *p = __float2half_rn(a); }
+static __device__ __forceinline__ void hop_store1(float *p, float a) { *p = a; }
+template <class CFG, int ACT, int OUT>
+static __device__ __forceinline__ void hop_epilogue_swap(const float *acc, const hop_params &p, const hop_task &t,
+                                                         const hop_gptrs &gp, int wg) {
+  typedef typename hop_out_type<OUT>::T T;
+  static_assert(CFG::acc_regs == 4, "m64n8: four accumulators a thread");
+  if constexpr (ACT != HOP_ACT_SWIGLU) {
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+    const int col0 = t.n_blk * CFG::TN + warp * 16 + (lane >> 2);
+    const int row0 = t.m_blk * CFG::TM + wg * CFG::WG_N + 2 * (lane & 3);
+#pragma unroll
+    for (int i = 0; i < 4; i++) { /* acc[i]: B row col0 + 8 (i / 2), group row row0 + i % 2 */
+      const int col = col0 + 8 * (i >> 1), row = row0 + (i & 1);
+      if (row < t.rows && col < p.n) {
+        const int brow = t.row_base + row;
+        const float scale = gp.row_scale ? gp.row_scale[brow] : 1.f;
+        T *const dst = gp.row_ptr ? (T *)gp.row_ptr[brow] : (T *)gp.c + (size_t)brow * p.ldc;
+        hop_store1(dst + col, hop_act<ACT>(acc[i]) * scale);
+      }
+    }
+  }
+}
+
 /* Whether this consumer warp's rows of task t go out through the TMA
  * epilogue: the launch has C maps, and (device groups, one map over the
  * whole buffer) all 16 of the warp's rows are live, since a box would

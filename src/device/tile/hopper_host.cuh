@@ -228,6 +228,9 @@ template <class CFG> static cudaError_t hop_validate_common(const hop_problem *p
   if (!pr->groups == !pr->dgroups) return cudaErrorInvalidValue; /* exactly one mode */
   if (pr->split_k < 0 || pr->split_k > 64 || (pr->split_k > 1 && (CFG::ml != HOP_ML_COOP || CFG::CL > 1)))
     return cudaErrorInvalidValue;
+  /* the swapped tile: no K split, no SwiGLU (its gate / up pairs would sit
+   * in different threads' rows of the transposed tile) */
+  if (CFG::swap && (pr->split_k > 1 || pr->act == HOP_ACT_SWIGLU)) return cudaErrorInvalidValue;
   /* KSUB > 1: every k-block of the last stage must hold some K (a box that
    * starts past K would rely on fully out-of-bounds TMA loads) */
   if (CFG::KSUB > 1 && ((pr->k + CFG::BK - 1) / CFG::BK) % CFG::KSUB) return cudaErrorInvalidValue;
@@ -251,7 +254,7 @@ template <class CFG> static void hop_params_common(hop_params *p, const hop_prob
   p->num_groups = pr->num_groups;
   p->l2_hints = pr->l2_hints;
   p->nkb = (pr->k + CFG::BKS - 1) / CFG::BKS; /* stages of K */
-  p->n_tiles = (pr->n + CFG::BN - 1) / CFG::BN;
+  p->n_tiles = (pr->n + CFG::TN - 1) / CFG::TN;
   p->raster_m = pr->raster_m > 0 ? pr->raster_m : 16;
   p->n = pr->n;
   p->k = pr->k;
@@ -278,7 +281,7 @@ template <class CFG> static cudaError_t hop_plan_create_dgroups(hop_plan *plan, 
    * tiles <= (capacity / BM + G) * n_tiles (each group adds at most one
    * partial tile) */
   if (CFG::smem_bytes + hop_dg_smem_bytes(G) > 232448) return cudaErrorInvalidValue;
-  if (((int64_t)d->capacity / CFG::TM + G) * ((pr->n + CFG::BN - 1) / CFG::BN) > INT32_MAX)
+  if (((int64_t)d->capacity / CFG::TM + G) * ((pr->n + CFG::TN - 1) / CFG::TN) > INT32_MAX)
     return cudaErrorInvalidValue;
   if ((int64_t)G * pr->n > INT32_MAX) return cudaErrorInvalidValue; /* B row coordinates */
   memset(&hg, 0, sizeof(hg));
@@ -293,7 +296,7 @@ template <class CFG> static cudaError_t hop_plan_create_dgroups(hop_plan *plan, 
   p->store16 = hop_rows_align16(pr, d->c, d->row_ptr);
   p->split_k = 1;
   p->kb_per_split = p->nkb;
-  e = hop_make_map(&p->a, pr->dtype, d->a, (uint64_t)d->capacity, pr->k, d->lda, CFG::BK, CFG::BM);
+  e = hop_make_map(&p->a, pr->dtype, d->a, (uint64_t)d->capacity, pr->k, d->lda, CFG::BK, CFG::a_box_rows);
   if (e != cudaSuccess) return e;
   e = hop_make_map(&p->b, pr->dtype, d->b, (uint64_t)G * pr->n, pr->k, d->ldb, CFG::BK, CFG::b_box_rows);
   if (e != cudaSuccess) return e;
@@ -352,7 +355,7 @@ template <class CFG> static cudaError_t hop_plan_create(hop_plan *plan, const ho
   }
   memset(maps, 0, sizeof(CUtensorMap) * 2 * G);
   {
-    const int n_tiles = (pr->n + CFG::BN - 1) / CFG::BN;
+    const int n_tiles = (pr->n + CFG::TN - 1) / CFG::TN;
     int64_t tiles = 0;
     for (int g = 0; g < G; g++) {
       const hop_group_desc *d = &pr->groups[g];
@@ -366,7 +369,7 @@ template <class CFG> static cudaError_t hop_plan_create(hop_plan *plan, const ho
       hg[g].ready_stride = d->ready_stride;
       if (d->rows == 0) continue;
       tiles += (int64_t)((d->rows + CFG::TM - 1) / CFG::TM) * n_tiles; /* clusters: pairs of tiles */
-      e = hop_make_map(&maps[2 * g], pr->dtype, d->a, d->rows, pr->k, d->lda, CFG::BK, CFG::BM);
+      e = hop_make_map(&maps[2 * g], pr->dtype, d->a, d->rows, pr->k, d->lda, CFG::BK, CFG::a_box_rows);
       if (e != cudaSuccess) goto fail;
       e = hop_make_map(&maps[2 * g + 1], pr->dtype, d->b, pr->n, pr->k, d->ldb, CFG::BK, CFG::b_box_rows);
       if (e != cudaSuccess) goto fail;
