@@ -182,11 +182,11 @@ struct hop_cfg {
   static_assert(BM == 64 || BM == 128, "BM: 64 (small-M) or 128");
   static_assert(!pingpong || BM == 128, "ping-pong: one WG owns 128 rows (two m64 halves)");
   static_assert(acc_regs <= 128, "accumulators must leave room in 232 registers");
-  static_assert(WG_N == 64 || WG_N == 128 || WG_N == 256 || (swap && WG_N == 8),
-                "wgmma N per warpgroup: 64, 128, 256 (8: the swapped tile)");
-  static_assert(!swap || (BM == 64 && BN == 16 && ML_ == HOP_ML_COOP && CL_ == 1 && KSUB_ == 1 &&
-                          EPI_ == HOP_EPI_DIRECT),
-                "swapped tile: 64 weight rows x 16 group rows, cooperative, 1-CTA, direct stores");
+  static_assert(WG_N == 64 || WG_N == 128 || WG_N == 256 || (swap && (WG_N == 8 || WG_N == 16)),
+                "wgmma N per warpgroup: 64, 128, 256 (8, 16: the swapped tiles)");
+  static_assert(!swap || ((BM == 64 || BM == 128) && BN == 16 && ML_ == HOP_ML_COOP && CL_ == 1 &&
+                          KSUB_ == 1 && EPI_ == HOP_EPI_DIRECT),
+                "swapped tile: 64 or 128 weight rows x 16 group rows, cooperative, 1-CTA, direct stores");
   static_assert(BN <= 256 && BM <= 256, "TMA box dims <= 256");
   static_assert(BK * esize == 128, "128B swizzle: inner box = 128 bytes");
   static_assert(a_stage_bytes % 1024 == 0 && b_stage_bytes % 1024 == 0,
@@ -236,12 +236,15 @@ template <int DT> struct hop_sm2h : hop_cfg<DT, 64, 128, 4, HOP_ML_COOP, 1, 2> {
 /* v7 (docs/tile.md "v7"):
  *   ws     large_w1 with the TMA epilogue: 4 x 48 KB ring + 32 KB staging   */
 template <int DT> struct hop_ws : hop_cfg<DT, 128, 256, 4, HOP_ML_COOP, 1, 1, HOP_EPI_TMA> {};
-/* v9 (docs/tile.md "v9"):
- *   dec    the swapped decode tile: 64 weight rows x 16 group rows (wgmma
- *          m64n8 per consumer WG), 20 stages of 8 KB of weights + 2 KB of
- *          rows = 200 KB (160 KB of weights in flight), N / 64 tasks a
- *          group; no SwiGLU, no split-K                                     */
+/* v9 (docs/tile.md "v9"), the swapped decode tiles (no SwiGLU, no split-K):
+ *   dec    64 weight rows x 16 group rows (wgmma m64n8 per consumer WG: WG w
+ *          takes group rows 8w..8w+7), 20 stages of 8 KB of weights + 2 KB of
+ *          rows = 200 KB (160 KB of weights in flight), N / 64 tasks a group
+ *   dec2   128 weight rows x 16 group rows (m64n16: WG w takes weight rows
+ *          64w..64w+63), 11 stages of 16 + 2 KB = 198 KB (176 KB of weights in
+ *          flight), N / 128 tasks a group: for many groups (small-M)          */
 template <int DT> struct hop_dec : hop_cfg<DT, 64, 16, 20, HOP_ML_COOP, 1, 1, HOP_EPI_DIRECT, 1> {};
+template <int DT> struct hop_dec2 : hop_cfg<DT, 128, 16, 11, HOP_ML_COOP, 1, 1, HOP_EPI_DIRECT, 1> {};
 
 /* ---- problem description (device memory / kernel parameter) -------------- */
 
@@ -461,16 +464,19 @@ template <int DT, int N>
 static __device__ __forceinline__ void hop_wgmma(float *d, uint64_t da, uint64_t db, uint32_t acc) {
   if (DT == HOP_BF16) {
     if (N == 8) ptx_wgmma_m64n8k16_bf16(d, da, db, acc);
+    if (N == 16) ptx_wgmma_m64n16k16_bf16(d, da, db, acc);
     if (N == 64) ptx_wgmma_m64n64k16_bf16(d, da, db, acc);
     if (N == 128) ptx_wgmma_m64n128k16_bf16(d, da, db, acc);
     if (N == 256) ptx_wgmma_m64n256k16_bf16(d, da, db, acc);
   } else if (DT == HOP_FP16) {
     if (N == 8) ptx_wgmma_m64n8k16_f16(d, da, db, acc);
+    if (N == 16) ptx_wgmma_m64n16k16_f16(d, da, db, acc);
     if (N == 64) ptx_wgmma_m64n64k16_f16(d, da, db, acc);
     if (N == 128) ptx_wgmma_m64n128k16_f16(d, da, db, acc);
     if (N == 256) ptx_wgmma_m64n256k16_f16(d, da, db, acc);
   } else {
     if (N == 8) ptx_wgmma_m64n8k8_tf32(d, da, db, acc);
+    if (N == 16) ptx_wgmma_m64n16k8_tf32(d, da, db, acc);
     if (N == 64) ptx_wgmma_m64n64k8_tf32(d, da, db, acc);
     if (N == 128) ptx_wgmma_m64n128k8_tf32(d, da, db, acc);
     if (N == 256) ptx_wgmma_m64n256k8_tf32(d, da, db, acc);
@@ -1295,7 +1301,7 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
       }
       /* a group's last m-block with <= 64 live rows: WG 1 has none (not
        * with split-K, whose reduction takes both WGs' partials) */
-      const int idle = CFG::BM == 128 && p.split_k == 1 && t.m_blk * CFG::BM + row_off >= t.rows;
+      const int idle = CFG::BM == 128 && !CFG::swap && p.split_k == 1 && t.m_blk * CFG::BM + row_off >= t.rows;
       const hop_gptrs gp = hop_group_ptrs(p, t); /* in flight during the mainloop */
       const int skipped = hop_mainloop_w1<CFG>(acc, sm, da0, db0, t, stage, phase, HOP_BAR_ORDER, 0, idle);
       if (defer && pending) {

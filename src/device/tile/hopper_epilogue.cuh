@@ -324,14 +324,17 @@ static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_
   }
 }
 
-/* The swapped decode tile (hop_cfg::swap): consumer WG wg holds D[64 x 8] =
- * (64 B rows of the task) x (its 8 group rows)^T, so output element (row r,
- * column n) is D[n - n0][r - r0]. A thread (warp w, lane l) holds columns
- * n0 + 16 w + l / 4 (+ 8) of rows r0 + 8 wg + 2 (l % 4) (+ 1): four values,
- * each stored on its own (a task writes 16 x 64 outputs, a few KB). Act, row
- * scale, round, store, as hop_epilogue_store; rows >= t.rows and columns >= N
- * are not written. No SwiGLU (refused by the plan), bias or replicas (the
- * plain engine's launches only). */
+/* The swapped decode tiles (hop_cfg::swap): consumer WG wg holds D[64 x WG_N]
+ * = (64 B rows) x (WG_N group rows)^T, so output element (row r, column n) is
+ * D[n - n0][r - r0]. BM = 64 (dec): both WGs the task's 64 B rows, WG wg
+ * group rows 8 wg..; BM = 128 (dec2): WG wg B rows 64 wg.., both WGs all 16
+ * group rows. A thread (warp w, lane l) holds, per 8-row chunk j of its
+ * group rows, columns n0 + 16 w + l / 4 (+ 8) of rows 8 j + 2 (l % 4) (+ 1):
+ * acc[4 j + 2 h + e] is column + 8 h, row + e, each stored on its own (a
+ * task writes 16 x BM outputs, a few KB). Act, row scale, round, store, as
+ * hop_epilogue_store; rows >= t.rows and columns >= N are not written. No
+ * SwiGLU (refused by the plan), bias or replicas (the plain engine's
+ * launches only). */
 static __device__ __forceinline__ void hop_store1(__nv_bfloat16 *p, float a) { *p = __float2bfloat16_rn(a); }
 static __device__ __forceinline__ void hop_store1(__half *p, float a) { *p = __float2half_rn(a); }
 static __device__ __forceinline__ void hop_store1(float *p, float a) { *p = a; }
@@ -339,14 +342,14 @@ template <class CFG, int ACT, int OUT>
 static __device__ __forceinline__ void hop_epilogue_swap(const float *acc, const hop_params &p, const hop_task &t,
                                                          const hop_gptrs &gp, int wg) {
   typedef typename hop_out_type<OUT>::T T;
-  static_assert(CFG::acc_regs == 4, "m64n8: four accumulators a thread");
+  static_assert(CFG::acc_regs == CFG::WG_N / 2, "m64nN: N / 2 accumulators a thread");
   if constexpr (ACT != HOP_ACT_SWIGLU) {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
-    const int col0 = t.n_blk * CFG::TN + warp * 16 + (lane >> 2);
-    const int row0 = t.m_blk * CFG::TM + wg * CFG::WG_N + 2 * (lane & 3);
+    const int col0 = t.n_blk * CFG::TN + (CFG::BM == 128 ? wg * 64 : 0) + warp * 16 + (lane >> 2);
+    const int row0 = t.m_blk * CFG::TM + (CFG::BM == 128 ? 0 : wg * CFG::WG_N) + 2 * (lane & 3);
 #pragma unroll
-    for (int i = 0; i < 4; i++) { /* acc[i]: B row col0 + 8 (i / 2), group row row0 + i % 2 */
-      const int col = col0 + 8 * (i >> 1), row = row0 + (i & 1);
+    for (int i = 0; i < CFG::acc_regs; i++) { /* acc[4j + 2h + e]: B row col0 + 8h, group row row0 + 8j + e */
+      const int col = col0 + 8 * ((i >> 1) & 1), row = row0 + 8 * (i >> 2) + (i & 1);
       if (row < t.rows && col < p.n) {
         const int brow = t.row_base + row;
         const float scale = gp.row_scale ? gp.row_scale[brow] : 1.f;
