@@ -1308,7 +1308,7 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
         hop_task_done<CFG>(side, pend, wg);
         pending = 0;
       }
-      if (!CFG::swap && p.split_k > 1) {
+      if (p.split_k > 1) { /* never with the swapped tiles (the plan refuses it) */
         if constexpr (!CFG::swap) hop_splitk_finish<CFG, ACT, OUT>(acc, p, sm, t, skipped, row_off, col_off);
       } else if (!skipped) {
         if constexpr (CFG::swap) hop_epilogue_swap<CFG, ACT, OUT>(acc, p, t, gp, wg);

@@ -310,7 +310,6 @@ template <class CFG> static cudaError_t hop_plan_create_dgroups(hop_plan *plan, 
   plan->grid = pr->num_sms / CFG::CL * CFG::CL;
   plan->pdl = !pr->no_pdl;
   plan->smem_bytes = CFG::smem_bytes + hop_dg_smem_bytes(G);
-
   e = cudaMalloc((void **)&plan->d_groups, sizeof(hop_group));
   if (e != cudaSuccess) return e;
   e = cudaMemcpy(plan->d_groups, &hg, sizeof(hop_group), cudaMemcpyHostToDevice);
