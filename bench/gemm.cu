@@ -8,7 +8,7 @@
  *   build/bench/gemm                  # all checks ("all results match"), then timings
  *   build/bench/gemm --quick          # fewer cases and shapes
  *   build/bench/gemm --dtype bf16 --shape dense     # filters (bf16|fp16|tf32, dense|grouped|smallm|decode|mid)
- *   build/bench/gemm --variant v1,pp  # engine variants (v1 w1 pp sk2 sk4 pp2 w1c2 sm2 sm2h ws dec dec2; default all,
+ *   build/bench/gemm --variant v1,pp  # engine variants (v1 w1 pp sk2 sk4 pp2 w1c2 sm2 sm2h ws dec2; default all,
  *                                     # docs/tile.md "v2", "v3")
  *   build/bench/gemm --k 2048,768     # grouped timed shapes only at these K
  *   build/bench/gemm --device-groups  # only the grouped cases, each in host-groups (hg) and
@@ -243,21 +243,20 @@ static float row_scale_val(uint32_t seed, int64_t row) { return 0.5f + 0.125f * 
  * v7 (docs/tile.md "v7"):
  *   ws      hop_ws: large_w1 with the TMA epilogue (staged stmatrix + TMA
  *           stores; direct stores where it has no C map) (large)
- * v9 (docs/tile.md "v9"):
- *   dec     hop_dec: the swapped decode tile, 64 weight rows x 16 group rows
- *           a task (small-config cases; not with SwiGLU)
- *   dec2    hop_dec2: the same with 128 weight rows a task                    */
+ * v9 (docs/tile.md "v9", "v10"):
+ *   dec2    hop_dec2: the swapped decode tile, 128 weight rows x 16 group
+ *           rows a task (small-config cases)                                  */
 enum {
   VAR_V1 = 0, VAR_W1 = 1, VAR_PP = 2, VAR_SK2 = 3, VAR_SK4 = 4,
-  VAR_PP2 = 5, VAR_W1C2 = 6, VAR_SM2 = 7, VAR_SM2H = 8, VAR_WS = 9, VAR_DEC = 10, VAR_DEC2 = 11, NUM_VARS = 12
+  VAR_PP2 = 5, VAR_W1C2 = 6, VAR_SM2 = 7, VAR_SM2H = 8, VAR_WS = 9, VAR_DEC2 = 10, NUM_VARS = 11
 };
 static const char *var_name(int v) {
-  static const char *n[] = {"v1", "w1", "pp", "w1+sk2", "w1+sk4", "pp2", "w1c2", "sm2", "sm2h", "ws", "dec", "dec2"};
+  static const char *n[] = {"v1", "w1", "pp", "w1+sk2", "w1+sk4", "pp2", "w1c2", "sm2", "sm2h", "ws", "dec2"};
   return n[v];
 }
 static int var_large_only(int v) { return v == VAR_PP || v == VAR_PP2 || v == VAR_W1C2 || v == VAR_WS; }
-static int var_small_only(int v) { return v == VAR_SM2 || v == VAR_SM2H || v == VAR_DEC || v == VAR_DEC2; }
-static int var_swap(int v) { return v == VAR_DEC || v == VAR_DEC2; }
+static int var_small_only(int v) { return v == VAR_SM2 || v == VAR_SM2H || v == VAR_DEC2; }
+static int var_swap(int v) { return v == VAR_DEC2; }
 static int var_cluster(int v) { return v == VAR_PP2 || v == VAR_W1C2; }
 static int var_split(int v) { return v == VAR_SK2 ? 2 : v == VAR_SK4 ? 4 : 1; }
 
@@ -278,7 +277,6 @@ template <int DT> static cudaError_t plan_dt(int cfg, int var, hop_plan *plan, c
   if (var_large_only(var)) return cudaErrorNotSupported;
   if (var == VAR_SM2) return plan_cfg<hop_sm2<DT>>(plan, pr);
   if (var == VAR_SM2H) return plan_cfg<hop_sm2h<DT>>(plan, pr);
-  if (var == VAR_DEC) return plan_cfg<hop_dec<DT>>(plan, pr);
   if (var == VAR_DEC2) return plan_cfg<hop_dec2<DT>>(plan, pr);
   return plan_cfg<hop_small_w1<DT>>(plan, pr);
 }
@@ -370,10 +368,7 @@ static cudaError_t launch_var(int var, const hop_plan *plan, cudaStream_t st) {
     if (var_large_only(var)) return cudaErrorNotSupported;
     if (var == VAR_SM2) return hop_launch<hop_sm2<DT>, ACT, OUT>(plan, st);
     if (var == VAR_SM2H) return hop_launch<hop_sm2h<DT>, ACT, OUT>(plan, st);
-    if constexpr (ACT != HOP_ACT_SWIGLU) {
-      if (var == VAR_DEC) return hop_launch<hop_dec<DT>, ACT, OUT>(plan, st);
-      if (var == VAR_DEC2) return hop_launch<hop_dec2<DT>, ACT, OUT>(plan, st);
-    }
+    if (var == VAR_DEC2) return hop_launch<hop_dec2<DT>, ACT, OUT>(plan, st);
     return hop_launch<hop_small_w1<DT>, ACT, OUT>(plan, st);
   }
 }
@@ -858,7 +853,7 @@ static void report_case(const gcase *c, gbufs *b, int var, int mode, const cubla
   char cfgname[16];
   snprintf(cfgname, sizeof(cfgname), "%s",
            var == VAR_PP ? "128x128pp" : var == VAR_PP2 ? "128x128pc2" : var == VAR_W1C2 ? "128x256c2" : var == VAR_WS ? "128x256ws"
-           : var == VAR_SM2 ? "64x128k4" : var == VAR_SM2H ? "64x128k2" : var == VAR_DEC ? "64Nx16sw" : var == VAR_DEC2 ? "128Nx16sw" : c->cfg == CFG_LARGE ? "128x256" : "64x128");
+           : var == VAR_SM2 ? "64x128k4" : var == VAR_SM2H ? "64x128k2" : var == VAR_DEC2 ? "128Nx16sw" : c->cfg == CFG_LARGE ? "128x256" : "64x128");
   printf("  %-34s %-7s %s %-9s engine %8.4f ms %7.1f TFLOP/s %6.0f GB/s | cuBLAS %8.4f ms %7.1f TFLOP/s | engine/cuBLAS %.2f\n",
          c->name, var_name(var), mode_name(mode), cfgname, te, flops / te * 1e-9, bytes / te * 1e-6, tc->dirty,
          flops / tc->dirty * 1e-9, tc->dirty / te);
@@ -913,7 +908,6 @@ static int case_variants(const gcase *c, int *v) {
     if (!(g_opt.variants >> var & 1)) continue;
     if (var_large_only(var) && c->cfg != CFG_LARGE) continue;
     if (var_small_only(var) && c->cfg != CFG_SMALL) continue;
-    if (var_swap(var) && c->act == HOP_ACT_SWIGLU) continue; /* refused by the plan */
     if ((var == VAR_SK2 || var == VAR_SK4) && (c->shape == 0 || c->shape == 1)) continue;
     v[n++] = var;
   }
@@ -1170,7 +1164,7 @@ static int debug_one(int dt, int cfg, int M, int N, int K, int pattern, int var)
 
 static void usage(void) {
   printf("usage: gemm [--debug] [--check-only] [--quick] [--dtype bf16|fp16|tf32] "
-         "[--shape dense|grouped|smallm|decode|mid] [--variant v1,w1,pp,sk2,sk4,pp2,w1c2,sm2,sm2h,ws,dec,dec2] [--k K1,K2,..] [--raster M] "
+         "[--shape dense|grouped|smallm|decode|mid] [--variant v1,w1,pp,sk2,sk4,pp2,w1c2,sm2,sm2h,ws,dec2] [--k K1,K2,..] [--raster M] "
          "[--iters N] [--seed S] "
          "[--threads T] [--device-groups] [--dg-concurrent] [--stores v4|pairs] [--case NAME-SUBSTRING]\n"
          "       [--sms N] [--pdl on|off] [--hg-table on|off] [--l2-hints 0|1|2]\n"

@@ -17,9 +17,10 @@
  * reduce-scatter TOL_16BIT_RS) or TOL_TF32 (fp32 storage, TF32 math). Shapes put m, n and k off the tiles (m not a
  * multiple of 128, n not of the tile width, k not of the 64-wide k-block)
  * and include m = 1. Cases alternate the kernel's tiles (LOOM_AG_TILE
- * unset: the automatic choice, which takes the reduce-scatter's and
- * all-reduce's 64 x 128 decode tile for groups of <= 64 rows; = narrow,
- * wide: 128 x 128 ping-pong, 128 x 256 cooperative) and, for
+ * unset: the automatic choice, which takes the swapped decode tile for
+ * groups of <= 16 rows and the 64 x 128 one for <= 64; = narrow, wide:
+ * 128 x 128 ping-pong, 128 x 256 cooperative; = dec64: the 64 x 128 tile
+ * for groups of <= 16 rows too) and, for
  * the reduce-scatter and all-reduce, the column chunks of the task order
  * (LOOM_RS_CHUNKS = 1 or 3; the automatic choice is 1 for shapes this
  * small), the one-tile mode (LOOM_RS_ONE_TILE = 1 or 0: one group over
@@ -85,9 +86,11 @@ static const char *const OP_NAME[NUM_OPS] = {"all-gather", "reduce-scatter", "al
  * {64, ..} and {256, ..}: one group over several 128-row blocks (the
  * all-gather's R m = 256, 512 rows at R = 4, 8; the reduce-scatter's 256
  * rows at R = 4, and at R = 2 with {128, ..}; the all-reduce's 256 rows at
- * R = 2, 4, 8) */
-static const shape_t SHAPES[] = {{100, 136, 200}, {1, 8, 8},         {20, 200, 1032}, {128, 256, 64},
-                                 {257, 264, 1032}, {64, 392, 136}, {256, 136, 72},  {600, 520, 2056}};
+ * R = 2, 4, 8). {13, ..}: groups of <= 16 rows, the swapped decode tile
+ * (a source's or owner's 13 rows; the all-reduce's one-shot group of 13),
+ * n and k off its 128 x 64 blocks */
+static const shape_t SHAPES[] = {{100, 136, 200}, {1, 8, 8},       {20, 200, 1032}, {128, 256, 64},  {257, 264, 1032},
+                                 {64, 392, 136},  {256, 136, 72}, {13, 392, 264},  {600, 520, 2056}};
 #define NSHAPES ((int)(sizeof SHAPES / sizeof SHAPES[0]))
 static const loom_dtype_t DTYPES[] = {LOOM_BF16, LOOM_FP16, LOOM_FP32};
 static const int ACTS[] = {LOOM_UNSET, LOOM_ACT_RELU, LOOM_ACT_GELU, LOOM_ACT_SILU};
@@ -412,11 +415,15 @@ static int run_cases(rank_ctx *cs, int nl, int R, const char *what) {
       }
       if (rc != 0) break;
       /* the kernel's tiles, case by case: the automatic choice (the
-       * reduce-scatter's and all-reduce's 64 x 128 decode tile where a
-       * group has <= 64 rows, else the 128 x 128 one for every shape
-       * here), then the two forced */
-      if (id % 3)
-        setenv("LOOM_AG_TILE", id % 3 == 1 ? "narrow" : "wide", 1);
+       * swapped decode tile where a group has <= 16 rows, the 64 x 128
+       * one where <= 64, else the 128 x 128 one for every shape here),
+       * then two forced: the ping-pong and the wide tile, or for {13, ..}
+       * (m = 1 keeps them) the automatic choice again and the 64 x 128
+       * decode tile, so that every dtype takes the swapped one */
+      const char *tile = id % 3 == 0 ? NULL : id % 3 == 1 ? "narrow" : "wide";
+      if (s->m > 1 && s->m <= 16 && tile) tile = id % 3 == 1 ? NULL : "dec64";
+      if (tile)
+        setenv("LOOM_AG_TILE", tile, 1);
       else
         unsetenv("LOOM_AG_TILE");
       setenv("LOOM_RS_CHUNKS", id / 2 % 2 ? "3" : "1", 1);

@@ -66,10 +66,12 @@ struct ag_kparams {
 };
 
 static_assert(sizeof(ag_kparams) <= 4096, "kernel parameter: 4 KB (no large-parameter opt-in needed)");
-/* the decode tile (64 rows) only for groups of <= 64 rows: one m-block, the
- * row block's flag 0 (the other tiles: one flag per task row block) */
-static_assert(hop_small_w1<HOP_BF16>::TM == COLL_DECODE_ROWS && COLL_DECODE_ROWS <= LOOM_AG_BLOCK_ROWS,
-              "the decode tile's readiness");
+/* the decode tiles (64 or 16 rows) only for groups of <= 64 or 16 rows: one
+ * m-block, the row block's flag 0 (the other tiles: one flag per task row
+ * block) */
+static_assert(hop_small_w1<HOP_BF16>::TM == COLL_DECODE_ROWS && hop_dec2<HOP_BF16>::TM == COLL_SWAP_ROWS &&
+                  COLL_DECODE_ROWS <= LOOM_AG_BLOCK_ROWS,
+              "the decode tiles' readiness");
 
 /* What a block's side role reports back once the engine is done. */
 struct ag_side_state {
@@ -472,7 +474,8 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   for (int g = 0; g < R && !one; g++) {
     const int s = (r + g) % R;
     const void *src = g == 0 ? a->a : (const void *)(a->data_local + (size_t)s * stride);
-    if ((e = hop_make_map(&kp.maps[2 * g], CFG::dtype, src, a->m, a->k, a->k, CFG::BK, CFG::BM)) != cudaSuccess)
+    if ((e = hop_make_map(&kp.maps[2 * g], CFG::dtype, src, a->m, a->k, a->k, CFG::BK, CFG::a_box_rows)) !=
+        cudaSuccess)
       return e;
     kp.maps[2 * g + 1] = kp.maps[1];
     hop_group *hg = &kp.groups[g];
@@ -487,8 +490,8 @@ static cudaError_t ag_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   if (one) { /* one group: all R m rows from the packed parts, every source's flag 0 */
     const int one_block = R * a->m <= CFG::TM;
     if (!one_block && CFG::TM % a->m && a->m % CFG::TM) return cudaErrorInvalidValue; /* ag_groups' promise */
-    if ((e = hop_make_map(&kp.maps[0], CFG::dtype, a->data_local, R * a->m, a->k, a->k, CFG::BK, CFG::BM)) !=
-        cudaSuccess)
+    if ((e = hop_make_map(&kp.maps[0], CFG::dtype, a->data_local, R * a->m, a->k, a->k, CFG::BK,
+                          CFG::a_box_rows)) != cudaSuccess)
       return e;
     hop_group *hg = &kp.groups[0];
     hg->rows = R * a->m;

@@ -43,9 +43,20 @@ static_assert(hop_large_w1<HOP_BF16>::BN == hop_large_w1<HOP_TF32>::BN &&
  * H100, bench/gemm --shape decode, 1 x m x 8192 x 14336, 64 tasks on 132
  * SMs: pp 134.5 / 127.5 / 111.3 / 101.8 us at m = 1 / 16 / 64 / 128, the
  * 64 x 128 tile 96-99 us at m <= 64, cuBLAS 93). Operators whose flags
- * count 128-row blocks take it only where a group is one m-block of 64. */
+ * count 128-row blocks take it only where a group is one m-block of 64.
+ * Groups of at most COLL_SWAP_ROWS rows (session 34) take the swapped tile
+ * (hop_dec2: 128 weight rows as wgmma's M, the group's <= 16 rows as its N;
+ * its C tile is the 64 x 128 tile's first 16 rows, so the flags and window
+ * slots are the same): 1x H200, bench/gemm --shape decode, 1-16 rows x 7168
+ * x 8192 / 8192 x 14336, 0.88-0.94x cuBLAS where the 64 x 128 tile is
+ * 0.67-0.82x (bench/RESULTS.md session 33 (f)). */
 #define COLL_DECODE_ROWS 64
+#define COLL_SWAP_ROWS 16
 template <int DT> struct coll_decode { typedef hop_small_w1<DT> cfg; };
+template <int DT> struct coll_swap { typedef hop_dec2<DT> cfg; };
+static_assert(hop_dec2<HOP_BF16>::CM == COLL_SWAP_ROWS && hop_dec2<HOP_BF16>::CN == hop_small_w1<HOP_BF16>::CN &&
+                  hop_small_w1<HOP_BF16>::CM == COLL_DECODE_ROWS,
+              "the decode tiles' C tiles: 16 or 64 rows, as wide");
 static_assert(hop_large_w1<HOP_BF16>::TM == LOOM_AG_BLOCK_ROWS && hop_pp<HOP_BF16>::TM == LOOM_AG_BLOCK_ROWS,
               "one flag per task row block");
 
@@ -114,12 +125,16 @@ static inline int coll_pow2_floor(int x, int cap) {
   return p;
 }
 
-/* Whether groups of `rows` rows take the decode tile (an operator that
- * offers it). LOOM_AG_TILE=wide|narrow forces those instead (tests cover
- * every tile; diagnostics). The same on every rank (same shapes). */
+/* Which decode tile groups of `rows` rows take (an operator that offers
+ * them): 2 the swapped one (<= COLL_SWAP_ROWS), 1 the 64 x 128 one (<=
+ * COLL_DECODE_ROWS), 0 neither. LOOM_AG_TILE=wide|narrow forces those
+ * instead, =dec64 the 64 x 128 tile for the swapped one's groups too
+ * (tests cover every tile; diagnostics). The same on every rank (same
+ * shapes). */
 static inline int coll_decode_tile(int rows) {
   const char *force = getenv("LOOM_AG_TILE");
   if (force && (!strcmp(force, "wide") || !strcmp(force, "narrow"))) return 0;
+  if (rows <= COLL_SWAP_ROWS && !(force && !strcmp(force, "dec64"))) return 2;
   return rows <= COLL_DECODE_ROWS;
 }
 
@@ -146,7 +161,7 @@ static cudaError_t coll_params(hop_params *hp, int act, int R, int rows, int n, 
   cudaError_t e = hop_validate_common<CFG>(&pr);
   if (e != cudaSuccess) return e;
   hop_params_common<CFG>(hp, &pr);
-  const int tiles = (rows + CFG::BM - 1) / CFG::BM * hp->n_tiles; /* per group */
+  const int tiles = (rows + CFG::TM - 1) / CFG::TM * hp->n_tiles; /* per group */
   hp->total_tiles = tiles * R;
   hp->total_tasks = tiles * R;
   hp->split_k = 1;
@@ -279,7 +294,9 @@ static cudaError_t coll_by_tile(const loom_dev_comm *c, const A *a, int act, int
                                 int wide_ok, cudaStream_t s) {
   typedef typename coll_wide<DT>::cfg W;
   typedef typename coll_narrow<DT>::cfg N;
-  if (DECODE && coll_decode_tile(rows)) return coll_by_act<L, A, typename coll_decode<DT>::cfg, OUT>(c, a, act, s);
+  const int dec = DECODE ? coll_decode_tile(rows) : 0;
+  if (dec == 2) return coll_by_act<L, A, typename coll_swap<DT>::cfg, OUT>(c, a, act, s);
+  if (dec == 1) return coll_by_act<L, A, typename coll_decode<DT>::cfg, OUT>(c, a, act, s);
   const int64_t wide = (int64_t)groups * ((rows + W::BM - 1) / W::BM) * ((n + W::BN - 1) / W::BN);
   if (coll_narrow_tile(wide, c->sms, wide_ok)) return coll_by_act<L, A, N, OUT>(c, a, act, s);
   return coll_by_act<L, A, W, OUT>(c, a, act, s);

@@ -104,11 +104,13 @@ static_assert(sizeof(rs_kparams) <= 4096, "kernel parameter: 4 KB");
 static_assert(hop_pp<HOP_BF16>::BM == LOOM_RS_MIN_TILE && hop_pp<HOP_BF16>::BN == LOOM_RS_MIN_TILE &&
                   hop_large_w1<HOP_BF16>::BM >= LOOM_RS_MIN_TILE && hop_large_w1<HOP_BF16>::BN >= LOOM_RS_MIN_TILE,
               "loom_rs_slots counts the smallest tile's flags");
-/* the decode tile (64 x 128) only where every owner's rows are one m-block
- * (COLL_DECODE_ROWS): its flags are then the n-blocks, as the 128 x 128 tile's */
-static_assert(hop_small_w1<HOP_BF16>::BN == LOOM_RS_MIN_TILE && hop_small_w1<HOP_BF16>::BM == COLL_DECODE_ROWS,
-              "the decode tile's flags");
-static_assert(hop_pp<HOP_BF16>::CL == 1 && hop_large_w1<HOP_BF16>::CL == 1 && hop_small_w1<HOP_BF16>::CL == 1,
+/* the decode tiles (C tiles of 64 or 16 x 128) only where every owner's
+ * rows are one m-block (COLL_DECODE_ROWS, COLL_SWAP_ROWS): their flags are
+ * then the n-blocks, as the 128 x 128 tile's */
+static_assert(hop_small_w1<HOP_BF16>::CN == LOOM_RS_MIN_TILE && hop_dec2<HOP_BF16>::CN == LOOM_RS_MIN_TILE,
+              "the decode tiles' flags");
+static_assert(hop_pp<HOP_BF16>::CL == 1 && hop_large_w1<HOP_BF16>::CL == 1 && hop_small_w1<HOP_BF16>::CL == 1 &&
+                  hop_dec2<HOP_BF16>::CL == 1,
               "n_chunk needs CL = 1");
 
 /* A team's current work item, written by its thread 0 (claim). */
@@ -366,10 +368,10 @@ static __device__ __forceinline__ void rs_copy_rows(char *out, const char *src, 
 }
 
 /* Whether a launch tile may send tagged partials (coll_rs_ll_rule): the
- * decode tile's (rows <= COLL_DECODE_ROWS), where the rule's small
+ * decode tiles' (rows <= COLL_DECODE_ROWS), where the rule's small
  * partials live. */
 template <class CFG> struct rs_ll_cfg {
-  static constexpr bool value = CFG::BM == COLL_DECODE_ROWS;
+  static constexpr bool value = CFG::CM <= COLL_DECODE_ROWS;
 };
 
 /* BIAS: the reductions add rs_kparams.bias to the sum (rs_reduce_rows); the
@@ -744,16 +746,16 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   if (e != cudaSuccess) return e;
   const int n_tiles = kp.hp.n_tiles;
   int tile_begin = 0, owner_tiles = 0; /* tasks; the owners' tiles (side-role items / slices) */
-  for (int o = 0; o < R; o++) owner_tiles += (int)(loom_ar_rows(a->m, R, o) + CFG::BM - 1) / CFG::BM * n_tiles;
+  for (int o = 0; o < R; o++) owner_tiles += (int)(loom_ar_rows(a->m, R, o) + CFG::CM - 1) / CFG::CM * n_tiles;
   if (groups == 1) { /* one group over all m rows of A (the one-tile mode, one-shot) */
-    if ((e = hop_make_map(&kp.one.maps[0], CFG::dtype, a->a, a->m, a->k, a->k, CFG::BK, CFG::BM)) != cudaSuccess ||
+    if ((e = hop_make_map(&kp.one.maps[0], CFG::dtype, a->a, a->m, a->k, a->k, CFG::BK, CFG::a_box_rows)) != cudaSuccess ||
         (e = hop_make_map(&kp.one.maps[1], CFG::dtype, a->b, a->n, a->k, a->k, CFG::BK, CFG::b_box_rows)) !=
             cudaSuccess)
       return e;
     hop_group *hg = &kp.groups[0];
     hg->rows = a->m;
     hg->tile_begin = 0;
-    tile_begin = (a->m + CFG::BM - 1) / CFG::BM * n_tiles;
+    tile_begin = (a->m + CFG::TM - 1) / CFG::TM * n_tiles;
     /* every task stores into every rank's window: its readiness is every
      * rank's completion credit of the previous call (target epoch - 1, as
      * a group per owner has it; the kernel's thread 0 polled them all
@@ -789,7 +791,7 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     const char *src = (const char *)a->a + (size_t)loom_ar_row0(a->m, R, o) * a->k * es;
     /* an owner of no rows (all-reduce, m < R): any valid map, no task reads it */
     if ((e = hop_make_map(&kp.maps[2 * g], CFG::dtype, src, rows > 0 ? rows : 1, a->k, a->k, CFG::BK,
-                          CFG::BM)) != cudaSuccess)
+                          CFG::a_box_rows)) != cudaSuccess)
       return e;
     if (g == 0) { /* every group's B is the same map: encode it once */
       if ((e = hop_make_map(&kp.maps[1], CFG::dtype, a->b, a->n, a->k, a->k, CFG::BK, CFG::b_box_rows)) !=
@@ -801,7 +803,7 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
     hop_group *hg = &kp.groups[g];
     hg->rows = rows;
     hg->tile_begin = tile_begin;
-    tile_begin += (rows + CFG::BM - 1) / CFG::BM * n_tiles;
+    tile_begin += (rows + CFG::TM - 1) / CFG::TM * n_tiles;
     hg->c = (char *)a->peer_base[o] + c->data_offset + (size_t)r * stride; /* o's window, part r */
     /* o's completion credit of the previous call (in this rank's window):
      * target epoch - 1 = 0xFFFFFFFF + the epoch bias */
@@ -822,14 +824,14 @@ static cudaError_t rs_launch(const loom_dev_comm *c, const loom_coll_args *a, cu
   kp.stride = stride;
   kp.m = a->m;
   kp.n = a->n;
-  kp.bm = CFG::BM;
-  kp.bn = CFG::BN;
+  kp.bm = CFG::CM;
+  kp.bn = CFG::CN;
   kp.raster_m = kp.hp.raster_m;
   kp.n_tiles = n_tiles;
   kp.slot_tiles = (int)(loom_rs_slots(mo_max, a->n) - 2);
   /* the side role's tiles: this rank's (reduce-scatter), every owner's (all-reduce) */
-  kp.slices = rs_slices(AR && !shot ? owner_tiles : (int64_t)(mo_max + CFG::BM - 1) / CFG::BM * n_tiles, c->sms,
-                        mo_max < CFG::BM ? mo_max : CFG::BM, (int)((a->n < CFG::BN ? a->n : CFG::BN) * es), R);
+  kp.slices = rs_slices(AR && !shot ? owner_tiles : (int64_t)(mo_max + CFG::CM - 1) / CFG::CM * n_tiles, c->sms,
+                        mo_max < CFG::CM ? mo_max : CFG::CM, (int)((a->n < CFG::CN ? a->n : CFG::CN) * es), R);
   kp.counters = a->counters;
   kp.stamps = a->stamps;
   kp.hp.tile_counter = &c->ctrl->tiles;

@@ -75,6 +75,11 @@ enum hop_act {
   HOP_ACT_SWIGLU = 5
 };
 #define HOP_SWIGLU_BLOCK 32
+/* Floats a row of the swapped tile's transpose in shared memory
+ * (hop_epilogue_swap): 64 + 4, so that the 32 lanes of a warp writing one
+ * accumulator register (8 consecutive columns x 4 rows two apart) hit 32
+ * different banks. */
+#define HOP_SWAP_PITCH 68
 
 /* Error bits OR-ed into *hop_params.error (device memory, host reads after the
  * kernel). A timed-out task is skipped: its output rows are not written. */
@@ -92,7 +97,9 @@ enum hop_act {
  * consumers that stored a task's tile meet before SIDE::done; a side role
  * (hop_gemm_run) may use HOP_BAR_SIDE_FIRST and above */
 #define HOP_BAR_DONE 4
-#define HOP_BAR_SIDE_FIRST 6
+/* HOP_BAR_SWAP + wg: the swapped tile's transpose in WG wg (hop_epilogue_swap) */
+#define HOP_BAR_SWAP 6
+#define HOP_BAR_SIDE_FIRST 8
 
 /* Consumer schedule of a configuration (see the file comment). */
 enum hop_mainloop { HOP_ML_V1 = 0, HOP_ML_COOP = 1, HOP_ML_PINGPONG = 2 };
@@ -142,6 +149,8 @@ struct hop_cfg {
   static constexpr int TM = swap ? BN : BM * CL; /* group rows of one scheduled task (a cluster's
                                                      pair of tiles) */
   static constexpr int TN = swap ? BM : BN;      /* output columns (B rows) of one task */
+  static constexpr int CM = swap ? BN : BM;      /* C rows of one CTA's tile (the epilogue's) */
+  static constexpr int CN = swap ? BM : BN;      /* C columns (B rows) of one CTA's tile */
   static constexpr int a_box_rows = swap ? BN : BM; /* rows of the A map's box */
   static constexpr int BK = 128 / esize;   /* 64 (16-bit) or 32 (fp32) */
   static constexpr int BKS = BK * KSUB;    /* K of one stage */
@@ -164,7 +173,9 @@ struct hop_cfg {
   /* shared memory, offsets from a 1024-aligned base; a stage is KSUB blocks
    * of A (BM x 128 B each), then (b_offset) KSUB blocks of B (BN x 128 B);
    * with the TMA epilogue the consumer warps' staging (stg_warp_bytes each:
-   * two 16-row x 128-byte swizzled blocks) follows the ring */
+   * two 16-row x 128-byte swizzled blocks) follows the ring; the swapped
+   * tile's transpose (hop_epilogue_swap: each consumer WG's 16 x 64 fp32
+   * outputs, rows of HOP_SWAP_PITCH floats) takes the same place */
   static constexpr int a_blk_bytes = BM * 128, b_blk_bytes = BN * 128;
   static constexpr int a_stage_bytes = KSUB * a_blk_bytes, b_stage_bytes = KSUB * b_blk_bytes;
   static constexpr int stage_bytes = a_stage_bytes + b_stage_bytes; /* = TMA bytes per stage */
@@ -172,7 +183,9 @@ struct hop_cfg {
   static constexpr int b_offset = STAGES * a_stage_bytes;
   static constexpr int stg_offset = STAGES * stage_bytes;
   static constexpr int stg_warp_bytes = 2 * 16 * 128;
-  static constexpr int stg_bytes = epi_tma ? consumer_wgs * 4 * stg_warp_bytes : 0;
+  static constexpr int stg_bytes = epi_tma ? consumer_wgs * 4 * stg_warp_bytes
+                                  : swap  ? consumer_wgs * 16 * HOP_SWAP_PITCH * 4
+                                          : 0;
   static constexpr int bar_offset = stg_offset + stg_bytes;   /* full[STAGES], empty[STAGES] */
   static constexpr int flag_offset = bar_offset + 16 * STAGES; /* u32 task status per stage */
   static constexpr int sk_offset = flag_offset + 4 * STAGES;   /* u32 split-K "this WG pair writes" */
@@ -182,11 +195,11 @@ struct hop_cfg {
   static_assert(BM == 64 || BM == 128, "BM: 64 (small-M) or 128");
   static_assert(!pingpong || BM == 128, "ping-pong: one WG owns 128 rows (two m64 halves)");
   static_assert(acc_regs <= 128, "accumulators must leave room in 232 registers");
-  static_assert(WG_N == 64 || WG_N == 128 || WG_N == 256 || (swap && (WG_N == 8 || WG_N == 16)),
-                "wgmma N per warpgroup: 64, 128, 256 (8, 16: the swapped tiles)");
-  static_assert(!swap || ((BM == 64 || BM == 128) && BN == 16 && ML_ == HOP_ML_COOP && CL_ == 1 &&
-                          KSUB_ == 1 && EPI_ == HOP_EPI_DIRECT),
-                "swapped tile: 64 or 128 weight rows x 16 group rows, cooperative, 1-CTA, direct stores");
+  static_assert(WG_N == 64 || WG_N == 128 || WG_N == 256 || (swap && WG_N == 16),
+                "wgmma N per warpgroup: 64, 128, 256 (16: the swapped tile)");
+  static_assert(!swap || (BM == 128 && BN == 16 && ML_ == HOP_ML_COOP && CL_ == 1 && KSUB_ == 1 &&
+                          EPI_ == HOP_EPI_DIRECT),
+                "swapped tile: 128 weight rows x 16 group rows, cooperative, 1-CTA, direct stores");
   static_assert(BN <= 256 && BM <= 256, "TMA box dims <= 256");
   static_assert(BK * esize == 128, "128B swizzle: inner box = 128 bytes");
   static_assert(a_stage_bytes % 1024 == 0 && b_stage_bytes % 1024 == 0,
@@ -236,14 +249,12 @@ template <int DT> struct hop_sm2h : hop_cfg<DT, 64, 128, 4, HOP_ML_COOP, 1, 2> {
 /* v7 (docs/tile.md "v7"):
  *   ws     large_w1 with the TMA epilogue: 4 x 48 KB ring + 32 KB staging   */
 template <int DT> struct hop_ws : hop_cfg<DT, 128, 256, 4, HOP_ML_COOP, 1, 1, HOP_EPI_TMA> {};
-/* v9 (docs/tile.md "v9"), the swapped decode tiles (no SwiGLU, no split-K):
- *   dec    64 weight rows x 16 group rows (wgmma m64n8 per consumer WG: WG w
- *          takes group rows 8w..8w+7), 20 stages of 8 KB of weights + 2 KB of
- *          rows = 200 KB (160 KB of weights in flight), N / 64 tasks a group
+/* v9 (docs/tile.md "v9", "v10"), the swapped decode tile (no split-K):
  *   dec2   128 weight rows x 16 group rows (m64n16: WG w takes weight rows
  *          64w..64w+63), 11 stages of 16 + 2 KB = 198 KB (176 KB of weights in
- *          flight), N / 128 tasks a group: for many groups (small-M)          */
-template <int DT> struct hop_dec : hop_cfg<DT, 64, 16, 20, HOP_ML_COOP, 1, 1, HOP_EPI_DIRECT, 1> {};
+ *          flight) and 8.5 KB for the transpose, N / 128 tasks a group; its
+ *          C tile (16 x 128) is the 64 x 128 tile's first 16 rows, so the
+ *          operators' row blocks and flags keep their meaning            */
 template <int DT> struct hop_dec2 : hop_cfg<DT, 128, 16, 11, HOP_ML_COOP, 1, 1, HOP_EPI_DIRECT, 1> {};
 
 /* ---- problem description (device memory / kernel parameter) -------------- */
@@ -463,19 +474,16 @@ static __device__ __forceinline__ uint64_t hop_desc(const void *smem) {
 template <int DT, int N>
 static __device__ __forceinline__ void hop_wgmma(float *d, uint64_t da, uint64_t db, uint32_t acc) {
   if (DT == HOP_BF16) {
-    if (N == 8) ptx_wgmma_m64n8k16_bf16(d, da, db, acc);
     if (N == 16) ptx_wgmma_m64n16k16_bf16(d, da, db, acc);
     if (N == 64) ptx_wgmma_m64n64k16_bf16(d, da, db, acc);
     if (N == 128) ptx_wgmma_m64n128k16_bf16(d, da, db, acc);
     if (N == 256) ptx_wgmma_m64n256k16_bf16(d, da, db, acc);
   } else if (DT == HOP_FP16) {
-    if (N == 8) ptx_wgmma_m64n8k16_f16(d, da, db, acc);
     if (N == 16) ptx_wgmma_m64n16k16_f16(d, da, db, acc);
     if (N == 64) ptx_wgmma_m64n64k16_f16(d, da, db, acc);
     if (N == 128) ptx_wgmma_m64n128k16_f16(d, da, db, acc);
     if (N == 256) ptx_wgmma_m64n256k16_f16(d, da, db, acc);
   } else {
-    if (N == 8) ptx_wgmma_m64n8k8_tf32(d, da, db, acc);
     if (N == 16) ptx_wgmma_m64n16k8_tf32(d, da, db, acc);
     if (N == 64) ptx_wgmma_m64n64k8_tf32(d, da, db, acc);
     if (N == 128) ptx_wgmma_m64n128k8_tf32(d, da, db, acc);
@@ -1311,7 +1319,9 @@ static __device__ __forceinline__ void hop_consumer(const hop_params &p, const h
       if (p.split_k > 1) { /* never with the swapped tiles (the plan refuses it) */
         if constexpr (!CFG::swap) hop_splitk_finish<CFG, ACT, OUT>(acc, p, sm, t, skipped, row_off, col_off);
       } else if (!skipped) {
-        if constexpr (CFG::swap) hop_epilogue_swap<CFG, ACT, OUT>(acc, p, t, gp, wg);
+        if constexpr (CFG::swap)
+          hop_epilogue_swap<CFG, ACT, OUT, hop_side_bias<SIDE>::value, hop_side_rep<SIDE>::value,
+                            hop_side_ll<SIDE>::value>(acc, p, t, gp, (float *)sm.stg, wg, hop_ll_tag(side));
         else if (!idle)
           hop_epilogue_store<CFG, ACT, OUT, CFG::acc_regs, hop_side_bias<SIDE>::value, hop_side_rep<SIDE>::value,
                              hop_side_ll<SIDE>::value>(acc, p, t, gp, stg, row_off, col_off, cmap_fenced,

@@ -240,7 +240,7 @@ static __device__ __forceinline__ hop_gptrs hop_group_ptrs(const hop_params &p, 
 }
 
 /* Store one m64 x (2*NACC) accumulator slab of a consumer warpgroup (tile
- * rows row_off.., columns col_off.. inside task t's BM x BN tile): act, row
+ * rows row_off.., columns col_off.. inside task t's CM x CN tile): act, row
  * scale, round, store. Rows >= t.rows (past the group's end) and columns
  * >= N are not written. Row r of the group is row t.row_base + r of C,
  * row_ptr and row_scale (device groups: the buffer row).
@@ -258,13 +258,13 @@ static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_
   void *const *row_ptr = gp.row_ptr;
   const float *row_scale = gp.row_scale;
   T *const c = (T *)gp.c;
-  const int row0 = t.m_blk * CFG::BM + row_off + warp * 16 + (lane >> 2);
+  const int row0 = t.m_blk * CFG::CM + row_off + warp * 16 + (lane >> 2);
   if constexpr (OUT != HOP_OUT_FP32) if (p.store16) {
     static_assert(NACC % 16 == 0, "quads of four 8-column chunks");
     const int q = lane & 3;
     constexpr int NOUT = ACT == HOP_ACT_SWIGLU ? NACC / 8 : NACC / 4; /* output chunks of the slab */
-    const int ocol0 = hop_out_col<ACT>(t.n_blk * CFG::BN + col_off);
-    const int bcol0 = t.n_blk * CFG::BN + col_off + 2 * q; /* BIAS: B row of this lane's first value */
+    const int ocol0 = hop_out_col<ACT>(t.n_blk * CFG::CN + col_off);
+    const int bcol0 = t.n_blk * CFG::CN + col_off + 2 * q; /* BIAS: B row of this lane's first value */
 #pragma unroll
     for (int h = 0; h < 2; h++) {
       const int row = row0 + 8 * h;
@@ -297,7 +297,7 @@ static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_
     }
     return;
   }
-  const int col0 = t.n_blk * CFG::BN + col_off + 2 * (lane & 3);
+  const int col0 = t.n_blk * CFG::CN + col_off + 2 * (lane & 3);
 #pragma unroll
   for (int h = 0; h < 2; h++) {
     const int row = row0 + 8 * h;
@@ -324,40 +324,43 @@ static __device__ __forceinline__ void hop_epilogue(const float *acc, const hop_
   }
 }
 
-/* The swapped decode tiles (hop_cfg::swap): consumer WG wg holds D[64 x WG_N]
- * = (64 B rows) x (WG_N group rows)^T, so output element (row r, column n) is
- * D[n - n0][r - r0]. BM = 64 (dec): both WGs the task's 64 B rows, WG wg
- * group rows 8 wg..; BM = 128 (dec2): WG wg B rows 64 wg.., both WGs all 16
- * group rows. A thread (warp w, lane l) holds, per 8-row chunk j of its
- * group rows, columns n0 + 16 w + l / 4 (+ 8) of rows 8 j + 2 (l % 4) (+ 1):
- * acc[4 j + 2 h + e] is column + 8 h, row + e, each stored on its own (a
- * task writes 16 x BM outputs, a few KB). Act, row scale, round, store, as
- * hop_epilogue_store; rows >= t.rows and columns >= N are not written. No
- * SwiGLU (refused by the plan), bias or replicas (the plain engine's
- * launches only). */
-static __device__ __forceinline__ void hop_store1(__nv_bfloat16 *p, float a) { *p = __float2bfloat16_rn(a); }
-static __device__ __forceinline__ void hop_store1(__half *p, float a) { *p = __float2half_rn(a); }
-static __device__ __forceinline__ void hop_store1(float *p, float a) { *p = a; }
-template <class CFG, int ACT, int OUT>
+/* The swapped decode tile (hop_cfg::swap, BM = 128 weight rows x BN = 16
+ * group rows): consumer WG wg holds D[64 x 16] = (B rows 64 wg ..) x (the
+ * task's 16 group rows)^T, thread (warp w, lane l) acc[4 j + 2 h + e] =
+ * output column 64 wg + 16 w + l / 4 + 8 h of group row 8 j + 2 (l % 4) + e
+ * (j = 0, 1). The WG writes its 16 x 64 block into `stg` (fp32 rows of
+ * HOP_SWAP_PITCH) and reads it back as the 64 x 128 tile's first warp holds
+ * its m64n64 fragment (rows l / 4 (+ 8), columns 8 i + 2 (l % 4) (+ 1)): the
+ * WG's first warp then stores it with hop_epilogue (row_off 0, col_off 64 wg),
+ * so every epilogue of that tile (activations, SwiGLU's pairs, bias, row
+ * scale, per-row pointers, 16-byte and tagged stores, replicas) serves the
+ * swapped tile unchanged. Warps 1-3 hold no rows of it and go on. The
+ * named barrier HOP_BAR_SWAP + wg (the WG's 128 threads) is met twice: the
+ * previous task's reads are done before the writes, the writes before the
+ * reads. All 128 threads of the WG call it. */
+template <class CFG, int ACT, int OUT, bool BIAS, bool REP, bool LL>
 static __device__ __forceinline__ void hop_epilogue_swap(const float *acc, const hop_params &p, const hop_task &t,
-                                                         const hop_gptrs &gp, int wg) {
-  typedef typename hop_out_type<OUT>::T T;
-  static_assert(CFG::acc_regs == CFG::WG_N / 2, "m64nN: N / 2 accumulators a thread");
-  if constexpr (ACT != HOP_ACT_SWIGLU) {
-    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
-    const int col0 = t.n_blk * CFG::TN + (CFG::BM == 128 ? wg * 64 : 0) + warp * 16 + (lane >> 2);
-    const int row0 = t.m_blk * CFG::TM + (CFG::BM == 128 ? 0 : wg * CFG::WG_N) + 2 * (lane & 3);
+                                                         const hop_gptrs &gp, float *stg, int wg,
+                                                         uint32_t ll_tag) {
+  static_assert(CFG::swap && CFG::acc_regs == 8 && CFG::CM == 16 && CFG::CN == 128, "the m64n16 x 2 WG tile");
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, q = lane & 3;
+  float *const s = stg + wg * 16 * HOP_SWAP_PITCH;
+  ptx_named_bar_sync(HOP_BAR_SWAP + wg, 128);
 #pragma unroll
-    for (int i = 0; i < CFG::acc_regs; i++) { /* acc[4j + 2h + e]: B row col0 + 8h, group row row0 + 8j + e */
-      const int col = col0 + 8 * ((i >> 1) & 1), row = row0 + 8 * (i >> 2) + (i & 1);
-      if (row < t.rows && col < p.n) {
-        const int brow = t.row_base + row;
-        const float scale = gp.row_scale ? gp.row_scale[brow] : 1.f;
-        T *const dst = gp.row_ptr ? (T *)gp.row_ptr[brow] : (T *)gp.c + (size_t)brow * p.ldc;
-        hop_store1(dst + col, hop_act<ACT>(acc[i]) * scale);
-      }
+  for (int i = 0; i < 8; i++) /* group row 8 (i / 4) + 2 q + i % 2, column 16 w + l / 4 + 8 ((i / 2) % 2) */
+    s[(8 * (i >> 2) + 2 * q + (i & 1)) * HOP_SWAP_PITCH + 16 * warp + (lane >> 2) + 8 * ((i >> 1) & 1)] = acc[i];
+  ptx_named_bar_sync(HOP_BAR_SWAP + wg, 128);
+  if (warp != 0) return;
+  float f[32]; /* the m64n64 fragment's rows 0-15: f[4 i + 2 h + e] = row l / 4 + 8 h, column 8 i + 2 q + e */
+#pragma unroll
+  for (int i = 0; i < 8; i++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const float2 v = *(const float2 *)&s[((lane >> 2) + 8 * h) * HOP_SWAP_PITCH + 8 * i + 2 * q];
+      f[4 * i + 2 * h] = v.x;
+      f[4 * i + 2 * h + 1] = v.y;
     }
-  }
+  hop_epilogue<CFG, ACT, OUT, 32, BIAS, REP, LL>(f, p, t, gp, 0, 64 * wg, ll_tag);
 }
 
 /* Whether this consumer warp's rows of task t go out through the TMA
@@ -368,7 +371,7 @@ static __device__ __forceinline__ void hop_epilogue_swap(const float *acc, const
 template <class CFG>
 static __device__ __forceinline__ int hop_tma_rows(const hop_params &p, const hop_task &t, int row_off) {
   const int warp = (threadIdx.x >> 5) & 3;
-  return p.c_maps != NULL && (p.dg_rows == NULL || t.m_blk * CFG::BM + row_off + warp * 16 + 16 <= t.rows);
+  return p.c_maps != NULL && (p.dg_rows == NULL || t.m_blk * CFG::CM + row_off + warp * 16 + 16 <= t.rows);
 }
 
 /* TMA epilogue (HOP_EPI_TMA, 16-bit output) of one consumer warp: its 16
@@ -395,9 +398,9 @@ static __device__ __forceinline__ void hop_epilogue_tma(const float *acc, const 
   constexpr int NB = (ACT == HOP_ACT_SWIGLU ? NACC / 8 : NACC / 4) / 8; /* 64-column output blocks */
   static_assert(NB % 2 == 0, "blocks alternate the two staging halves within a task");
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
-  const int wrow = t.m_blk * CFG::BM + row_off + warp * 16; /* group row of the warp's first row */
-  const int ocol0 = hop_out_col<ACT>(t.n_blk * CFG::BN + col_off);
-  const int bcol0 = t.n_blk * CFG::BN + col_off + 2 * (lane & 3); /* BIAS: B row of this lane's first value */
+  const int wrow = t.m_blk * CFG::CM + row_off + warp * 16; /* group row of the warp's first row */
+  const int ocol0 = hop_out_col<ACT>(t.n_blk * CFG::CN + col_off);
+  const int bcol0 = t.n_blk * CFG::CN + col_off + 2 * (lane & 3); /* BIAS: B row of this lane's first value */
   const CUtensorMap *map = p.c_maps + t.desc;
   if (lane == 0 && cmap_fenced != t.desc) {
     ptx_fence_tensormap_acquire(map);

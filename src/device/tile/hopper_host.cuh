@@ -228,9 +228,8 @@ template <class CFG> static cudaError_t hop_validate_common(const hop_problem *p
   if (!pr->groups == !pr->dgroups) return cudaErrorInvalidValue; /* exactly one mode */
   if (pr->split_k < 0 || pr->split_k > 64 || (pr->split_k > 1 && (CFG::ml != HOP_ML_COOP || CFG::CL > 1)))
     return cudaErrorInvalidValue;
-  /* the swapped tile: no K split, no SwiGLU (its gate / up pairs would sit
-   * in different threads' rows of the transposed tile) */
-  if (CFG::swap && (pr->split_k > 1 || pr->act == HOP_ACT_SWIGLU)) return cudaErrorInvalidValue;
+  /* the swapped tile: no K split (its partials would need a transposed workspace) */
+  if (CFG::swap && pr->split_k > 1) return cudaErrorInvalidValue;
   /* KSUB > 1: every k-block of the last stage must hold some K (a box that
    * starts past K would rely on fully out-of-bounds TMA loads) */
   if (CFG::KSUB > 1 && ((pr->k + CFG::BK - 1) / CFG::BK) % CFG::KSUB) return cudaErrorInvalidValue;
