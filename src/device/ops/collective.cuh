@@ -193,7 +193,8 @@ template <class CFG> static int coll_b_ahead(int on, int64_t tasks, int sms, siz
   if (force && !strcmp(force, "0")) return 0;
   if (!on && !(force && !strcmp(force, "1"))) return 0;
   const int64_t wave = tasks < sms ? tasks : sms;
-  int64_t kb = wave > 0 ? (int64_t)(l2_bytes / 4) / (wave * CFG::b_stage_bytes) : 0;
+  constexpr int w_stage = CFG::swap ? CFG::a_stage_bytes : CFG::b_stage_bytes; /* B's bytes a stage */
+  int64_t kb = wave > 0 ? (int64_t)(l2_bytes / 4) / (wave * w_stage) : 0;
   if (kb > nkb) kb = nkb;
   return kb > 1 ? (int)kb : 1;
 }

@@ -918,12 +918,16 @@ static __device__ __forceinline__ int hop_b_ahead(const hop_params &p, const hop
                                                   const CUtensorMap *mb, uint32_t stage, uint32_t phase) {
   const int pre = min(CFG::STAGES, t.kb1 - t.kb0);
   const int32_t c1 = hop_b_row<CFG>(p, t);
+  /* swap: B (the weights) lives in the ring's A slot */
+  uint8_t *const ring = CFG::swap ? sm.a : sm.b;
+  constexpr int stage_b = CFG::swap ? CFG::a_stage_bytes : CFG::b_stage_bytes;
+  constexpr int blk_b = CFG::swap ? CFG::a_blk_bytes : CFG::b_blk_bytes;
   for (int i = 0; i < pre; i++) {
     hop_mbar_wait(&sm.empty[stage], phase ^ 1);
-    ptx_mbar_expect_tx(&sm.full[stage], CFG::b_stage_bytes);
+    ptx_mbar_expect_tx(&sm.full[stage], stage_b);
 #pragma unroll
     for (int sub = 0; sub < CFG::KSUB; sub++)
-      ptx_tma_load_2d(sm.b + stage * CFG::b_stage_bytes + sub * CFG::b_blk_bytes, mb, &sm.full[stage],
+      ptx_tma_load_2d(ring + stage * stage_b + sub * blk_b, mb, &sm.full[stage],
                       ((t.kb0 + i) * CFG::KSUB + sub) * CFG::BK, c1);
     if (++stage == CFG::STAGES) {
       stage = 0;
@@ -989,7 +993,7 @@ static __device__ __forceinline__ void hop_producer(const hop_params &p, const h
       const uint32_t *r0 = ready + (size_t)t.group * g->ready_group_stride + (size_t)t.m_blk * g->ready_stride;
       const int rn = max(1, g->ready_n);
       const uint32_t target = g->ready_target + ready_bias;
-      if (CFG::CL == 1 && CFG::ml != HOP_ML_V1 && !CFG::swap && p.b_ahead > 0) { /* V1 leaves a skipped task after one stage */
+      if (CFG::CL == 1 && CFG::ml != HOP_ML_V1 && p.b_ahead > 0) { /* V1 leaves a skipped task after one stage */
         int now = 1;
         for (int i = 0; now && i < rn; i++) now = hop_ready_now(r0 + (size_t)i * g->ready_n_stride, target);
         if (!now) pre = hop_b_ahead<CFG>(p, sm, t, mb, stage, phase);
