@@ -208,11 +208,20 @@ static void human_bytes(double b, char *out, size_t n) {
  * beside the window), in one table so their sizes, the allocation and the
  * release cannot drift apart. The intermediate h dominates: one row of ffn
  * per received row slot. */
-#define MOE_NUM_BUFFERS 14
+#define MOE_NUM_BUFFERS 16
 typedef struct {
   void **ptr;
   size_t bytes;
 } moe_buffer;
+
+/* Units (token tile, pass of 16 experts) whose gate jobs' parts the layer
+ * holds: calls with more units than this (or than half the grid) run the
+ * gate without jobs (moe.cu phase_gate). */
+static int gate_part_units(const loom_moe_params *p) {
+  const size_t ntt = (size_t)(p->Tmax + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
+  const size_t units = ntt * (size_t)((p->E + 15) / 16);
+  return units < LOOM_MOE_GATE_PART_UNITS ? (int)units : LOOM_MOE_GATE_PART_UNITS;
+}
 
 static void private_buffers(loom_moe_params *p, moe_buffer b[MOE_NUM_BUFFERS]) {
   const size_t tk = (size_t)p->Tmax * p->K;
@@ -226,6 +235,9 @@ static void private_buffers(loom_moe_params *p, moe_buffer b[MOE_NUM_BUFFERS]) {
       {(void **)&p->tile_counts, ntt * p->E * sizeof(int32_t)},
       {(void **)&p->gate_lg, ntt * LOOM_MOE_TT * p->E * sizeof(float)},
       {(void **)&p->gate_cnt, (ntt + 1) * sizeof(unsigned long long)},
+      {(void **)&p->gate_part,
+       (size_t)gate_part_units(p) * LOOM_MOE_GATE_PART_WARPS * LOOM_MOE_TT * 16 * sizeof(double)},
+      {(void **)&p->gate_flag, (size_t)gate_part_units(p) * LOOM_MOE_GATE_PART_WARPS * sizeof(uint32_t)},
       {(void **)&p->kept, (size_t)p->E * sizeof(int32_t)},
       {(void **)&p->row_token, rows * sizeof(int32_t)},
       {(void **)&p->h, drows * p->F * p->es},
@@ -344,12 +356,14 @@ loom_result_t loom_moe_create(loom_comm_t comm, const loom_moe_config_t *config,
     for (int i = 0; i < MOE_NUM_BUFFERS; i++) {
       CUDA_CHECK(cudaMalloc(b[i].ptr, b[i].bytes));
       /* the trace counter starts at 0 (every kernel leaves it at 0); gate
-       * arrivals carry their call's epoch (moe.cu phase_gate): they start
-       * at epoch 0, which no call has */
-      if (b[i].ptr == (void **)&p->tr_state || b[i].ptr == (void **)&p->gate_cnt)
+       * arrivals and the gate jobs' flags carry their call's epoch (moe.cu
+       * phase_gate): they start at epoch 0, which no call has */
+      if (b[i].ptr == (void **)&p->tr_state || b[i].ptr == (void **)&p->gate_cnt ||
+          b[i].ptr == (void **)&p->gate_flag)
         CUDA_CHECK(cudaMemset(*b[i].ptr, 0, b[i].bytes));
     }
   }
+  p->gate_part_units = gate_part_units(p);
   /* the window offsets are relative to the data region */
   p->hdr_off += comm->layout.data_offset;
   p->ready_off += comm->layout.data_offset;

@@ -1761,7 +1761,8 @@ static int check_trace(const rank_ctx *rc, const moe_case *c, const host_data *d
   for (int e = 0; e < E; e++) want[LOOM_MOE_TRACE_DISPATCH] += ceil_div(d->kept[(size_t)r * E + e], 8);
   /* gate: one slice per (tile, pass of 16 experts) when the layer's gate
    * routes, there are several passes and the split at least halves the
-   * busiest block's passes, else one per tile; combine: a
+   * busiest block's passes, else one per tile (or the gate jobs' below);
+   * combine: a
    * tile's rows in ns column slices when the tiles alone leave blocks idle,
    * each at least 8 16-byte vectors wide (moe.cu phase_gate, phase_combine) */
   const int ntiles = ceil_div(T, 32), npass = ceil_div(E, 16);
@@ -1769,9 +1770,19 @@ static int check_trace(const rank_ctx *rc, const moe_case *c, const host_data *d
   int ns = ntiles == 0 || ntiles >= blocks ? 1 : blocks / ntiles;
   if (ns > vpr / 8) ns = vpr / 8;
   if (ns < 1) ns = 1;
-  const int split = is_gate_route(c->route[r]) && npass > 1 &&
+  /* gate jobs (fewer units than half the blocks, and no more than the
+   * layer holds: min(tiles of max_tokens x passes, 128), moe.h
+   * LOOM_MOE_GATE_PART_UNITS; not with LOOM_MOE_GATE_JOBS=0): a slice per
+   * block that ran jobs (a job a warp: 12 warps on the Hopper variant, 8
+   * otherwise) and one per tile's finish */
+  const char *gj = getenv("LOOM_MOE_GATE_JOBS");
+  const int64_t units = (int64_t)ntiles * npass, unit_cap = ceil_div(case_max_tokens(c), 32) * npass;
+  const int jobs = is_gate_route(c->route[r]) && ntiles > 0 && 2 * units <= blocks &&
+                   units <= (unit_cap < 128 ? unit_cap : 128) && !(gj != NULL && atoi(gj) == 0);
+  const int64_t njobs = units * (hop ? 12 : 8);
+  const int split = !jobs && is_gate_route(c->route[r]) && npass > 1 &&
                     2 * ceil_div((int64_t)ntiles * npass, blocks) <= ceil_div(ntiles, blocks) * npass;
-  want[LOOM_MOE_TRACE_GATE] = (int64_t)ntiles * (split ? npass : 1);
+  want[LOOM_MOE_TRACE_GATE] = jobs ? (njobs < blocks ? njobs : blocks) + ntiles : (int64_t)ntiles * (split ? npass : 1);
   want[LOOM_MOE_TRACE_COMBINE] = (int64_t)ntiles * ns;
   want[LOOM_MOE_TRACE_PLACE] = info->blocks;
   want[LOOM_MOE_TRACE_GEMM0] = tiles_in * nF;

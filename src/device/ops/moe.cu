@@ -72,6 +72,18 @@
 #include "moe.h"
 #include "topk.cuh"
 
+/* A probe build (-DMOE_HEAD_PROBE, not the default): the head's steps as
+ * "wait stage task N" slices of the trace, every one recorded. */
+#ifdef MOE_HEAD_PROBE
+#undef LOOM_MOE_TRACE_MIN_WAIT_NS
+#define LOOM_MOE_TRACE_MIN_WAIT_NS 0
+#define HEAD_PROBE_OPEN(id) tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_STAGE, TR_NO_PEER, id, 0, 0)
+#define HEAD_PROBE_CLOSE() tr_close(p, call, sh, TR_WAIT)
+#else
+#define HEAD_PROBE_OPEN(id) ((void)0)
+#define HEAD_PROBE_CLOSE() ((void)0)
+#endif
+
 struct moe_cfg {
   static constexpr int threads = tile_cfg::threads;
   static constexpr int warps = threads / 32;
@@ -404,6 +416,7 @@ template <int DT> struct vec8 {
 #define GATE_CHUNK 32 /* hidden values per warp step: 4 lanes x 8 */
 #define GATE_NB 2      /* n8 blocks of experts per pass (register budget) */
 #define GATE_EP (8 * GATE_NB) /* experts per pass */
+#define GATE_MAX_WARPS LOOM_MOE_GATE_PART_WARPS /* gate jobs' parts a unit: the largest block's warps */
 static_assert(LOOM_MOE_TT == 32 && LOOM_MOE_DIM_ALIGN % GATE_CHUNK == 0 && GATE_EP <= 32,
               "gate: 2 m16 blocks of tokens; hidden is whole chunks; a pass's partials fit");
 /* The gate's dynamic shared memory (sized by plan_parts): the tile's
@@ -452,19 +465,20 @@ struct gate_seq {
 /* Chunk j of this warp's stream into ring slot j % D as one commit group;
  * past the stream's end an empty group, so exactly D groups are pending
  * before each read. `ring` is this lane's 16-byte column of the warp's
- * ring. */
+ * ring; `vw` the warp whose chunks of hidden these are (this one, or in a
+ * gate job another warp's, phase_gate) and nc its chunk count. */
 template <int DT>
 static __device__ __forceinline__ void gate_issue(const loom_moe_params &p, const void *x, int T,
-                                                  const gate_seq &s, int nc, char *ring, int D, int j) {
+                                                  const gate_seq &s, int vw, int nc, char *ring, int D, int j) {
   constexpr int es = DT == LOOM_FP32 ? 4 : 2;
   constexpr int NV = vec8<DT>::n; /* 16-byte pieces per vec8 */
   const int q = nc > 0 ? j / nc : 0, k = q / s.np;
   if (nc > 0 && k < s.ntl) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+    const int lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
     const int E = p.E, H = p.H;
     const int t0 = (s.tile0 + k * s.tstride) * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
     const int e0 = (s.pass0 + q - k * s.np) * GATE_EP;
-    const int hl = warp * GATE_CHUNK + (j - q * nc) * (int)(blockDim.x >> 5) * GATE_CHUNK + 8 * tq;
+    const int hl = vw * GATE_CHUNK + (j - q * nc) * (int)(blockDim.x >> 5) * GATE_CHUNK + 8 * tq;
     char *sl = ring + (size_t)(j % D) * gate_slot_bytes(es);
 #pragma unroll
     for (int m = 0; m < 4; m++) {
@@ -490,21 +504,25 @@ static __device__ __forceinline__ void gate_issue(const loom_moe_params &p, cons
  * wait for the (empty) groups still pending. */
 template <int DT>
 static __device__ __forceinline__ void gate_stream_begin(const loom_moe_params &p, const void *x, int T,
-                                                         const gate_seq &s, int nc, char *ring) {
-  for (int j = 0; j < p.gate_depth; j++) gate_issue<DT>(p, x, T, s, nc, ring, p.gate_depth, j);
+                                                         const gate_seq &s, int vw, int nc, char *ring) {
+  for (int j = 0; j < p.gate_depth; j++) gate_issue<DT>(p, x, T, s, vw, nc, ring, p.gate_depth, j);
 }
 static __device__ __forceinline__ void gate_stream_end(void) { cp_async_wait<0>(); }
 
-/* Unit q of the stream s: the logits of its tile's tokens [t0, t1) for
- * experts [e0, min(E, e0 + GATE_EP)), into lg[(t - t0) * E + e]. Its
- * chunks are in the ring or on their way (gate_stream_begin, then each
- * unit's loop issues D chunks ahead, into the next units). All threads
- * call it; red holds the warps' partials (gate_part_bytes). */
+/* Warp vw's share of unit q of the stream s (its chunks of hidden h0 =
+ * 32 vw + 32 nw i, i < nc, nw = the block's warps) as this warp's
+ * accumulators acc[m16 block][n8 block][d fragment]: the partial of token
+ * 16 mb + g + 8 (v / 2), expert e0 + 8 n + 2 t + v % 2 (g = lane / 4, t =
+ * lane % 4). The chunks are in the ring or on their way
+ * (gate_stream_begin, then this loop issues D chunks ahead, into the next
+ * units). The same function of (unit, vw) whichever warp of whichever
+ * block runs it: so the logits do not depend on who computed the parts. */
 template <int DT>
-static __device__ void gate_logits_unit(const loom_moe_params &p, const void *x, int T, const gate_seq &s,
-                                        int q, int nc, char *ring, float *lg, double *red) {
+static __device__ __forceinline__ void gate_warp_part(const loom_moe_params &p, const void *x, int T,
+                                                      const gate_seq &s, int q, int vw, int nc, char *ring,
+                                                      double (&acc)[2][GATE_NB][4]) {
   const int E = p.E;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  const int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
   const int g = lane >> 2, tq = lane & 3;
   const int out_in = p.wlayout == LOOM_WEIGHTS_OUT_IN;
   constexpr int es = DT == LOOM_FP32 ? 4 : 2;
@@ -512,7 +530,7 @@ static __device__ void gate_logits_unit(const loom_moe_params &p, const void *x,
   const int D = p.gate_depth;
   const int k = q / s.np;
   const int t0 = (s.tile0 + k * s.tstride) * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
-  const int e0 = (s.pass0 + q - k * s.np) * GATE_EP, e_hi = min(E, e0 + GATE_EP);
+  const int e0 = (s.pass0 + q - k * s.np) * GATE_EP;
   /* m16 blocks of tokens with a live row: a tile of <= 16 tokens (decode)
    * skips the second block's conversions and MMAs (its rows are zeros, and
    * the same sums result for the live rows) */
@@ -532,7 +550,6 @@ static __device__ void gate_logits_unit(const loom_moe_params &p, const void *x,
       }
     }
   };
-  double acc[2][GATE_NB][4]; /* [m16 block][n8 block][d fragment] */
 #pragma unroll
   for (int mb = 0; mb < 2; mb++)
 #pragma unroll
@@ -554,7 +571,7 @@ static __device__ void gate_logits_unit(const loom_moe_params &p, const void *x,
 #pragma unroll
         for (int v = 0; v < NV; v++) wb[n].v[v] = *(const uint4 *)(sl + ((4 + n) * NV + v) * 512);
     } else {
-      load_w_kn(warp * GATE_CHUNK + i * nw * GATE_CHUNK + 8 * tq, wb);
+      load_w_kn(vw * GATE_CHUNK + i * nw * GATE_CHUNK + 8 * tq, wb);
     }
 #pragma unroll
     for (int st = 0; st < 2; st++) {
@@ -575,19 +592,39 @@ static __device__ void gate_logits_unit(const loom_moe_params &p, const void *x,
     }
     /* the slot's pieces are in registers (the MMAs above consumed them):
      * refill it, D chunks ahead (the next unit's once this one's are out) */
-    gate_issue<DT>(p, x, T, s, nc, ring, D, j + D);
+    gate_issue<DT>(p, x, T, s, vw, nc, ring, D, j + D);
   }
-  /* partial [token 16mb + g + 8(v/2)][expert 8n + 2t + v%2] of this warp
-   * (the previous unit's reads of red, and the tile's picks, ended at
-   * their barriers) */
+}
+
+/* Where a warp's partial entry (m16 block mb, n8 block n, fragment v) sits
+ * in a 32 x GATE_EP partial: [token][expert of the pass]. */
+static __device__ __forceinline__ int gate_part_idx(int lane, int mb, int n, int v) {
+  return (16 * mb + (lane >> 2) + 8 * (v >> 1)) * GATE_EP + 8 * n + 2 * (lane & 3) + (v & 1);
+}
+
+/* Unit q of the stream s: the logits of its tile's tokens [t0, t1) for
+ * experts [e0, min(E, e0 + GATE_EP)), into lg[(t - t0) * E + e]: every warp
+ * its part (gate_warp_part), then the parts summed in warp order. All
+ * threads call it; red holds the warps' partials (gate_part_bytes). */
+template <int DT>
+static __device__ void gate_logits_unit(const loom_moe_params &p, const void *x, int T, const gate_seq &s,
+                                        int q, int nc, char *ring, float *lg, double *red) {
+  const int E = p.E;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  const int k = q / s.np;
+  const int t0 = (s.tile0 + k * s.tstride) * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
+  const int e0 = (s.pass0 + q - k * s.np) * GATE_EP, e_hi = min(E, e0 + GATE_EP);
+  double acc[2][GATE_NB][4];
+  gate_warp_part<DT>(p, x, T, s, q, warp, nc, ring, acc);
+  /* this warp's partial (the previous unit's reads of red, and the tile's
+   * picks, ended at their barriers) */
   double *mine = red + warp * 32 * GATE_EP;
 #pragma unroll
   for (int mb = 0; mb < 2; mb++)
 #pragma unroll
     for (int n = 0; n < GATE_NB; n++)
 #pragma unroll
-      for (int v = 0; v < 4; v++)
-        mine[(16 * mb + g + 8 * (v >> 1)) * GATE_EP + 8 * n + 2 * tq + (v & 1)] = acc[mb][n][v];
+      for (int v = 0; v < 4; v++) mine[gate_part_idx(lane, mb, n, v)] = acc[mb][n][v];
   __syncthreads();
   for (int qq = threadIdx.x; qq < 32 * GATE_EP; qq += blockDim.x) {
     const int tk = qq / GATE_EP, e = e0 + qq % GATE_EP;
@@ -616,20 +653,179 @@ static __device__ __forceinline__ uint32_t gate_count_add(unsigned long long *w,
   }
 }
 
+/* A tile's routing: top-k and weights from its logits in lg (shared
+ * memory; NULL: the caller's routing is in pick already), the tile's
+ * per-expert counts, the caller's copy. All threads; ends at a barrier. */
+static __device__ void gate_finish_tile(const loom_moe_params &p, const loom_moe_call &call, moe_shared &sh,
+                                        int tile, const float *lg, int *pick) {
+  const int E = p.E, K = p.K, T = call.T;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
+  const int t0 = tile * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
+  HEAD_PROBE_OPEN(103);
+  if (lg != NULL) {
+    gate_tokens(p, lg, t0, t1 - t0, warp, nwarps, lane, pick);
+    __syncwarp();
+  }
+  __syncthreads();
+  HEAD_PROBE_CLOSE();
+#ifdef MOE_HEAD_PROBE
+  HEAD_PROBE_OPEN(105); /* the same again (same results): its code now warm */
+  if (lg != NULL) {
+    gate_tokens(p, lg, t0, t1 - t0, warp, nwarps, lane, pick);
+    __syncwarp();
+  }
+  __syncthreads();
+  HEAD_PROBE_CLOSE();
+#endif
+  HEAD_PROBE_OPEN(104);
+  /* per-tile expert counts (entries are read back by this block only) */
+  for (int e = threadIdx.x; e < E; e += blockDim.x) sh.work[e] = 0;
+  __syncthreads();
+  for (int i = threadIdx.x; i < (t1 - t0) * K; i += blockDim.x)
+    if (pick[i] >= 0) atomicAdd(&sh.work[pick[i]], 1);
+  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += blockDim.x) p.tile_counts[(size_t)tile * E + e] = sh.work[e];
+  if (call.ids_out != NULL)
+    for (int i = t0 * K + threadIdx.x; i < t1 * K; i += blockDim.x) {
+      call.ids_out[i] = pick[i - t0 * K];
+      call.wts_out[i] = __ldcg(&p.wts[i]);
+    }
+  __syncthreads();
+  HEAD_PROBE_CLOSE();
+}
+
+/* Gate jobs (few tiles: decode, small T; phase_gate says when). A job is
+ * one warp's part of one unit (tile, pass of GATE_EP experts): job J =
+ * unit * nw + vw computes what warp vw of a block running the unit would
+ * (gate_warp_part), so nw times more pieces than units spread the fp64
+ * work over the SMs (block b's warp r takes job b + G r). Each job stores
+ * its partial in p.gate_part[J] (32 x GATE_EP doubles) and then its flag
+ * p.gate_flag[J] = the call's epoch (release). Block G - 1 - t finishes
+ * tile t once its own jobs are done: it waits (bounded) for the tile's
+ * npass x nw flags, sums the parts in warp order, exactly as
+ * gate_logits_unit does in shared memory (so the logits, and the routing,
+ * are the same whichever mode ran), then top-k and counts
+ * (gate_finish_tile). Flags, not an arrival counter: the ~50 jobs of a
+ * tile end at about the same time, and the CAS counter of the split mode
+ * would take them one round trip after another. In the trace a block's
+ * jobs are one gate slice and a tile's finish another. Before session 35
+ * the passes of a tile were units of whole blocks: at T = 128, E = 64
+ * sixteen blocks ran the gate, its end 34.4 us into the kernel on an H200
+ * (22.6 with the jobs). A failed wait raises the fault (barrier 1 then
+ * fails). */
+template <int DT>
+static __device__ void gate_jobs(const loom_dev_comm &c, const loom_moe_params &p, const loom_moe_call &call,
+                                moe_shared &sh, uint64_t epoch, int npass, int ntiles, float *lg_all,
+                                double *red) {
+  const int E = p.E, T = call.T, nunits = ntiles * npass;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  const int G = (int)gridDim.x;
+  constexpr int es = DT == LOOM_FP32 ? 4 : 2;
+  int *pick = (int *)red;
+  char *ring = (char *)red + gate_part_bytes(nw) + (size_t)warp * gate_ring_bytes(p.gate_depth, es) + lane * 16;
+  const int job = (int)blockIdx.x + G * warp;
+  /* the block's jobs as one gate slice (its first job's tile) */
+  const int busy = (int)blockIdx.x < nunits * nw; /* warp 0 has the block's first job */
+  if (busy) {
+    const int t0 = (int)blockIdx.x / nw / npass * LOOM_MOE_TT;
+    tr_open(call, sh, TR_WORK, LOOM_MOE_TRACE_GATE, TR_NO_PEER, t0 / LOOM_MOE_TT, t0, min(T, t0 + LOOM_MOE_TT) - t0);
+  }
+  HEAD_PROBE_OPEN(100);
+  if (job < nunits * nw) {
+    const int u = job / nw, vw = job % nw, tile = u / npass, pass = u % npass;
+    const int nc = vw * GATE_CHUNK < p.H ? (p.H - vw * GATE_CHUNK + nw * GATE_CHUNK - 1) / (nw * GATE_CHUNK) : 0;
+    const gate_seq one = {tile, 1, 1, pass, 1};
+    gate_stream_begin<DT>(p, call.x, T, one, vw, nc, ring);
+    double acc[2][GATE_NB][4];
+    gate_warp_part<DT>(p, call.x, T, one, 0, vw, nc, ring, acc);
+    gate_stream_end();
+    double *dst = p.gate_part + (size_t)job * 32 * GATE_EP;
+#pragma unroll
+    for (int mb = 0; mb < 2; mb++)
+#pragma unroll
+      for (int n = 0; n < GATE_NB; n++)
+#pragma unroll
+        for (int v = 0; v < 4; v++) __stcg(&dst[gate_part_idx(lane, mb, n, v)], acc[mb][n][v]);
+    __syncwarp();
+    if (lane == 0) { /* the warp's part (ordered by __syncwarp, made cumulative by the fence) */
+      __threadfence();
+      ptx_st_release_gpu_u32(&p.gate_flag[job], (uint32_t)epoch);
+    }
+  }
+  HEAD_PROBE_CLOSE();
+  if (busy && call.tr_events != NULL) { /* block-uniform */
+    __syncthreads(); /* every warp's job done */
+    tr_close(p, call, sh, TR_WORK);
+  }
+  const int tile = G - 1 - (int)blockIdx.x;
+  if (tile >= ntiles) return; /* block-uniform */
+  HEAD_PROBE_OPEN(101);
+  int ok = 1;
+  if (warp == 0) { /* every part of the tile: its flags, a lane each (epochs only grow) */
+    loom_wait_fail f;
+    const uint32_t *flags = p.gate_flag + (size_t)tile * npass * nw;
+    for (int i = lane; i < npass * nw && ok; i += 32)
+      if (!loom_poll_local_geq(c, &flags[i], (uint32_t)epoch, LOOM_WAIT_TILE_DEP, tile, &f)) {
+        loom_wait_settle(c, f);
+        ok = 0;
+      }
+  }
+  if (!__syncthreads_and(ok)) return;
+  HEAD_PROBE_CLOSE();
+  {
+    const int t0 = tile * LOOM_MOE_TT, n = min(T, t0 + LOOM_MOE_TT) - t0;
+    tr_open(call, sh, TR_WORK, LOOM_MOE_TRACE_GATE, TR_NO_PEER, tile, t0, n);
+    HEAD_PROBE_OPEN(102);
+    /* logits: the parts of (tile, pass) summed in warp order, two experts a
+     * thread (16-byte loads, all nw in flight) */
+    const double *base = p.gate_part + (size_t)tile * npass * nw * 32 * GATE_EP;
+    const int np2 = E / 2 + (E & 1), items = n * np2;
+    for (int i0 = threadIdx.x; i0 < items; i0 += 2 * blockDim.x) { /* two items' loads in flight */
+      double2 v[2][GATE_MAX_WARPS];
+#pragma unroll
+      for (int u = 0; u < 2; u++) {
+        const int i = i0 + u * (int)blockDim.x, tk = i / np2, e = 2 * (i % np2);
+        const double2 *pp = (const double2 *)(base + (size_t)(e / GATE_EP) * nw * 32 * GATE_EP + tk * GATE_EP +
+                                              e % GATE_EP);
+#pragma unroll
+        for (int vw = 0; vw < GATE_MAX_WARPS; vw++)
+          if (i < items && vw < nw) v[u][vw] = __ldcg(pp + (size_t)vw * 16 * GATE_EP);
+      }
+#pragma unroll
+      for (int u = 0; u < 2; u++) {
+        const int i = i0 + u * (int)blockDim.x, tk = i / np2, e = 2 * (i % np2);
+        if (i >= items) break;
+        double s0 = v[u][0].x, s1 = v[u][0].y;
+#pragma unroll
+        for (int vw = 1; vw < GATE_MAX_WARPS; vw++)
+          if (vw < nw) {
+            s0 += v[u][vw].x;
+            s1 += v[u][vw].y;
+          }
+        lg_all[tk * E + e] = (float)s0;
+        if (e + 1 < E) lg_all[tk * E + e + 1] = (float)s1;
+      }
+    }
+    __syncthreads();
+    HEAD_PROBE_CLOSE();
+    gate_finish_tile(p, call, sh, tile, lg_all, pick);
+    tr_close(p, call, sh, TR_WORK);
+  }
+}
+
 template <int DT>
 static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params &p,
                                   const loom_moe_call &call, moe_shared &sh, uint64_t epoch,
                                   float *lg_all) {
   const int E = p.E, K = p.K, T = call.T;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int ntiles = (T + LOOM_MOE_TT - 1) / LOOM_MOE_TT;
-  const int nwarps = blockDim.x >> 5;
+  const int nwarps = blockDim.x >> 5, warp = threadIdx.x >> 5;
   /* dynamic shared memory: the tile's logits, the warps' partials (once
    * the logits are done, the tile's picks), the warps' rings */
   double *red = (double *)((char *)lg_all + gate_lg_bytes(E));
   int *pick = (int *)red; /* [(t - t0) * K + j] */
   constexpr int es = DT == LOOM_FP32 ? 4 : 2;
-  char *ring = (char *)red + gate_part_bytes(nwarps) + (size_t)warp * gate_ring_bytes(p.gate_depth, es) + lane * 16;
+  char *ring = (char *)red + gate_part_bytes(nwarps) + (size_t)warp * gate_ring_bytes(p.gate_depth, es) + (threadIdx.x & 31) * 16;
   /* this warp's chunks of hidden a unit: h0 = 32 warp + 32 nwarps i */
   const int nc = warp * GATE_CHUNK < p.H ? (p.H - warp * GATE_CHUNK + nwarps * GATE_CHUNK - 1) / (nwarps * GATE_CHUNK) : 0;
   /* Units of work. With at least a tile per block (or one pass, or caller
@@ -639,22 +835,29 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
    * their own (unit = tile * npass + pass), after the first taken from a
    * ticket counter: each writes its logits to gate_lg, and the block whose
    * pass arrives last on the tile's counter reads them back and finishes
-   * the tile (top-k, counts); the
-   * ticket lets a block that finished a tile take fewer passes (static
-   * round-robin left the finishers behind, measured). Either way a logit is
-   * the same function of its inputs (a pass is computed alone by
-   * gate_logits_unit in both), so routing does not depend on T or the
-   * split. Counter words are (epoch << 32) | count, updated by CAS: a count
+   * the tile (top-k, counts); the ticket lets a block that finished a tile
+   * take fewer passes (static round-robin left the finishers behind,
+   * measured). With fewer units than half the blocks, each warp's part of
+   * a unit is a job of its own (gate_jobs). Every way a logit is the same
+   * function of its inputs (each warp's part by gate_warp_part, the parts
+   * summed in warp order), so routing does not depend on T or the split.
+   * Counter words are (epoch << 32) | count, updated by CAS: a count
    * left by a call that stopped halfway (abort) is stale by its epoch, not
-   * added to. gate_cnt[0] is the ticket, gate_cnt[1 + tile] the arrivals. */
+   * added to. gate_cnt[0] is the ticket, gate_cnt[1 + tile] the arrivals.
+   * The jobs' flags hold the epoch of their last call, so they too are
+   * stale after an abort, never wrong. */
   const int npass = (E + GATE_EP - 1) / GATE_EP, G = (int)gridDim.x;
+  const unsigned long long tag = (unsigned long long)(uint32_t)epoch << 32;
+  const int jobs = call.ids_in == NULL && ntiles > 0 && 2 * ntiles * npass <= G &&
+                   ntiles * npass <= p.gate_part_units;
   /* split where it at least halves the passes the busiest block runs
    * (T = 4096, E = 32: 2 passes a block either way, and the split's extra
    * finishing step made it slower, measured) */
-  const int split = call.ids_in == NULL && npass > 1 &&
+  const int split = !jobs && call.ids_in == NULL && npass > 1 &&
                     2 * ((ntiles * npass + G - 1) / G) <= (ntiles + G - 1) / G * npass;
-  const int nunits = split ? ntiles * npass : ntiles;
-  const unsigned long long tag = (unsigned long long)(uint32_t)epoch << 32;
+  const int nunits = jobs ? 0 : split ? ntiles * npass : ntiles;
+  /* (a failed wait in the jobs raised the abort: barrier 1 fails everywhere) */
+  if (jobs) gate_jobs<DT>(c, p, call, sh, epoch, npass, ntiles, lg_all, red);
   /* split: first unit blockIdx.x, then G + tickets (a ticket for every
    * block at once made 132 CAS loops fight over one word at the start,
    * ~20 us, measured) */
@@ -662,17 +865,17 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
    * passes (gate_seq), begun here */
   const gate_seq all = {(int)blockIdx.x, G, (int)blockIdx.x < ntiles ? (ntiles - 1 - (int)blockIdx.x) / G + 1 : 0,
                         0, npass};
-  const int stream = call.ids_in == NULL && !split;
-  if (stream) gate_stream_begin<DT>(p, call.x, T, all, nc, ring);
-  for (int u = blockIdx.x, first = 1, k = 0;; first = 0) {
+  const int stream = call.ids_in == NULL && !split && !jobs;
+  if (stream) gate_stream_begin<DT>(p, call.x, T, all, warp, nc, ring);
+  for (int u = blockIdx.x, first = 1, k = 0; u < nunits; first = 0) {
     if (split && !first) { /* (the barriers: every thread read sh.value's last use;
                             * gate_logits_unit's barriers come before its next write) */
       __syncthreads();
       if (threadIdx.x == 0) sh.value = G + (int)gate_count_add(&p.gate_cnt[0], tag);
       __syncthreads();
       u = sh.value;
+      if (u >= nunits) break;
     }
-    if (u >= nunits) break;
     const int tile = split ? u / npass : u, pass = split ? u % npass : 0;
     const int t0 = tile * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
     if (!split) u += G;
@@ -685,7 +888,7 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
       } else { /* a stream of this one unit */
         float *lgt = p.gate_lg + (size_t)tile * LOOM_MOE_TT * E;
         const gate_seq one = {tile, 1, 1, pass, 1};
-        gate_stream_begin<DT>(p, call.x, T, one, nc, ring);
+        gate_stream_begin<DT>(p, call.x, T, one, warp, nc, ring);
         gate_logits_unit<DT>(p, call.x, T, one, 0, nc, ring, lgt, red);
         gate_stream_end();
         /* (gate_logits_unit ends with a barrier: every logit of the pass is written) */
@@ -708,8 +911,7 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
         for (int i = 4 * n4 + threadIdx.x; i < n; i += blockDim.x) lg_all[i] = __ldcg(&lgt[i]);
         __syncthreads();
       }
-      gate_tokens(p, lg_all, t0, t1 - t0, warp, nwarps, lane, pick);
-      __syncwarp();
+      gate_finish_tile(p, call, sh, tile, lg_all, pick);
     } else {
       for (int i = t0 * K + threadIdx.x; i < t1 * K; i += blockDim.x) {
         int id = call.ids_in[i];
@@ -725,22 +927,8 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
         p.wts[i] = call.wts_in[i];
         pick[i - t0 * K] = id;
       }
+      gate_finish_tile(p, call, sh, tile, NULL, pick);
     }
-    __syncthreads();
-    /* per-tile expert counts (entries are read back by this block only) */
-    for (int e = threadIdx.x; e < E; e += blockDim.x) sh.work[e] = 0;
-    __syncthreads();
-    for (int i = threadIdx.x; i < (t1 - t0) * K; i += blockDim.x)
-      if (pick[i] >= 0) atomicAdd(&sh.work[pick[i]], 1);
-    __syncthreads();
-    for (int e = threadIdx.x; e < E; e += blockDim.x)
-      p.tile_counts[(size_t)tile * E + e] = sh.work[e];
-    if (call.ids_out != NULL)
-      for (int i = t0 * K + threadIdx.x; i < t1 * K; i += blockDim.x) {
-        call.ids_out[i] = pick[i - t0 * K];
-        call.wts_out[i] = __ldcg(&p.wts[i]);
-      }
-    __syncthreads();
     tr_close(p, call, sh, TR_WORK);
   }
   if (stream) gate_stream_end(); /* (its last groups are empty) */
@@ -815,6 +1003,7 @@ static __device__ __forceinline__ int place_sum(const loom_moe_params &p, int e,
   return sum;
 }
 static_assert(LOOM_MOE_TT * LOOM_MOE_MAX_TOPK <= LOOM_MOE_MAX_EXPERTS, "a tile's ids fit in sh.work");
+static_assert(LOOM_MOE_TT <= 32, "phase_place: a tile's tokens are the bits of one word");
 static __device__ void phase_place(const loom_dev_comm &c, const loom_moe_params &p,
                                    const loom_moe_call &call, moe_shared &sh, uint64_t epoch,
                                    int *base) {
@@ -832,11 +1021,14 @@ static __device__ void phase_place(const loom_dev_comm &c, const loom_moe_params
    * Integer sums: the result does not depend on the split. */
   int *part = base + MOE_PLACE_PART_OFF / 4; /* [ns][E] */
   const int ns = max(1, min((int)blockDim.x / E, ntiles));
+  HEAD_PROBE_OPEN(201);
   for (int idx = threadIdx.x; idx < ns * E; idx += blockDim.x) {
     const int sl = idx / E, e = idx % E;
     part[idx] = place_sum(p, e, place_lo(sl, ns, ntiles), place_lo(sl + 1, ns, ntiles));
   }
   __syncthreads();
+  HEAD_PROBE_CLOSE();
+  HEAD_PROBE_OPEN(202);
   /* totals per expert -> kept -> region offsets (every block, same result) */
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
     int tot = 0;
@@ -848,6 +1040,8 @@ static __device__ void phase_place(const loom_dev_comm &c, const loom_moe_params
   seg_scan(sh.offs, p.R, El, sh.scan); /* offs[d * El + le]: kept rows of (d, le' < le) */
   if (blockIdx.x == 0)
     for (int e = threadIdx.x; e < E; e += blockDim.x) p.kept[e] = sh.kept[e];
+  HEAD_PROBE_CLOSE();
+  HEAD_PROBE_OPEN(203);
 
   /* place this block's token tiles (tl = bx, bx + gx, ...) in token-major
    * order. Expert e's first position in tile tl is the sum of its counts in
@@ -871,18 +1065,26 @@ static __device__ void phase_place(const loom_dev_comm &c, const loom_moe_params
       /* the tile's ids into shared memory by all threads at once: thread 0's
        * walk below is then a chain of shared, not L2, loads */
       const int n = (t1 - t0) * K;
+      uint32_t *chose = (uint32_t *)sh.rc; /* [E] the tile's tokens that chose e (free until moe_counts) */
+      for (int e = threadIdx.x; e < E; e += blockDim.x) chose[e] = 0u;
       for (int i = threadIdx.x; i < n; i += blockDim.x) sh.work[i] = __ldcg(&p.ids[(size_t)t0 * K + i]);
+      __syncthreads();
+      for (int i = threadIdx.x; i < n; i += blockDim.x)
+        if (sh.work[i] >= 0) atomicOr(&chose[sh.work[i]], 1u << (i / K));
       __syncthreads();
       /* assignment i's position among expert e's: the tile's base for e
        * plus the assignments before i in the tile that chose e (token-major
-       * order; every thread counts its own, n <= 32 x top_k) */
+       * order). A token's ids are distinct (the gate's; the caller's
+       * repeats were dropped in phase_gate), so those are the tile's
+       * tokens before i's that chose e: one popcount (until session 35 a
+       * walk over the i assignments before, up to 255 shared loads at k =
+       * 8). LOOM_MOE_TT = 32 tokens: one bit each. */
       const int *first = base + (j - j0) * E;
       for (int i = threadIdx.x; i < n; i += blockDim.x) {
         const int e = sh.work[i];
         int row = -1;
         if (e >= 0) {
-          int pos = first[e];
-          for (int q = 0; q < i; q++) pos += sh.work[q] == e;
+          const int pos = first[e] + __popc(chose[e] & ((1u << (i / K)) - 1u));
           if (pos < cap) {
             row = sh.offs[e] + pos;
             p.row_token[(size_t)(e / El) * p.Cs + row] = t0 + i / K;
@@ -893,6 +1095,7 @@ static __device__ void phase_place(const loom_dev_comm &c, const loom_moe_params
       __syncthreads(); /* sh.work is refilled for the next tile */
     }
   }
+  HEAD_PROBE_CLOSE();
 
   /* header for destination d: kept rows of every expert, config hash,
    * call number (padded). The header is this call's first store into d's
@@ -1508,6 +1711,8 @@ template <> struct moe_hop<TILE_FP16> { typedef hop_cfg<HOP_FP16, 128, 256, 4, H
 template <> struct moe_hop<TILE_TF32> { typedef hop_cfg<HOP_TF32, 128, 256, 4, HOP_ML_COOP> cfg; };
 #define MOE_HOP_THREADS 384
 static_assert(LOOM_MOE_TT <= GATE_TPW * (MOE_HOP_THREADS / 32), "gate_tokens covers a tile's tokens");
+static_assert(MOE_HOP_THREADS / 32 <= GATE_MAX_WARPS && moe_cfg::warps <= GATE_MAX_WARPS &&
+                  GATE_EP == 16, "gate jobs: a unit's parts fit in gate_part (moe.h)");
 static_assert(MOE_HOP_THREADS <= LOOM_MOE_MAX_EXPERTS && moe_cfg::threads <= LOOM_MOE_MAX_EXPERTS,
               "place's slice sums [ns][E] (ns * E <= max(threads, E)) fit in 4 * MAX_EXPERTS bytes");
 #define MOE_HOP_BAR_PRODUCER 5 /* named barrier: the producer WG's four warps */
@@ -2241,6 +2446,7 @@ extern "C" cudaError_t loom_moe_plan_create(const loom_dev_comm *c, loom_moe_par
   const int raster = moe_env_int("LOOM_MOE_RASTER", MOE_RASTER);
   p->raster = raster > 0 ? raster : 1;
   p->local_first = moe_env_int("LOOM_MOE_LOCAL_FIRST", MOE_LOCAL_FIRST);
+  if (moe_env_int("LOOM_MOE_GATE_JOBS", 1) == 0) p->gate_part_units = 0; /* no gate jobs (phase_gate) */
   loom_moe_plan *pl = new (std::nothrow) loom_moe_plan; /* aligned new: the maps are 64-aligned */
   if (pl == NULL) return cudaErrorMemoryAllocation;
   const int hop = use_hopper(p);

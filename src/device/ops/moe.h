@@ -61,6 +61,8 @@ extern "C" {
 #define LOOM_MOE_MAX_EXPERTS 1024
 #define LOOM_MOE_MAX_TOPK 16
 #define LOOM_MOE_MAX_BLOCKS 4096 /* grid size bound (trace buffer) */
+#define LOOM_MOE_GATE_PART_WARPS 12 /* gate jobs' parts a unit at most (moe.cu GATE_MAX_WARPS) */
+#define LOOM_MOE_GATE_PART_UNITS 128 /* gate jobs run where units (tiles x passes) <= half the grid: bound on those held */
 #define LOOM_MOE_TRACE_BATCH 16  /* events a block gathers in shared memory
                                     before reserving space for them */
 
@@ -100,7 +102,10 @@ typedef struct {
   int32_t *dest_row;   /* [Tmax*K] row in the destination's region, -1 dropped */
   int32_t *tile_counts;/* [ceil(Tmax/TT)][E] assignments per token tile */
   float *gate_lg;      /* [ceil(Tmax/TT)][TT][E] logits of a tile whose passes ran on several blocks */
-  unsigned long long *gate_cnt; /* [1 + ceil(Tmax/TT)] ticket, passes done per tile: (epoch << 32) | count (moe.cu phase_gate) */
+  unsigned long long *gate_cnt; /* [1 + ceil(Tmax/TT)] ticket, passes (or gate jobs) done per tile: (epoch << 32) | count (moe.cu phase_gate) */
+  double *gate_part;   /* [gate_part_units][LOOM_MOE_GATE_PART_WARPS][TT][16] gate jobs' partial logits (moe.cu gate_jobs) */
+  uint32_t *gate_flag; /* [gate_part_units][LOOM_MOE_GATE_PART_WARPS] a part's call (low 32 bits of its epoch) */
+  int gate_part_units; /* units (tile, pass of 16 experts) gate_part holds: gate jobs run where a call has no more */
   int32_t *kept;       /* [E] kept rows per expert (this source) */
   int32_t *row_token;  /* [R][Cs] token of each row sent, per destination */
   void *h;             /* [DR][F] FFN intermediate, dtype, rows as dispatch */

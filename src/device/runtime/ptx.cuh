@@ -489,6 +489,12 @@ static __device__ __forceinline__ uint32_t ptx_atom_add_acq_rel_gpu_u32(uint32_t
   return old;
 }
 
+/* Release store at GPU scope: a flag that publishes this thread's earlier
+ * writes (and those a barrier ordered before them) to other blocks. */
+static __device__ __forceinline__ void ptx_st_release_gpu_u32(uint32_t *p, uint32_t v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
 /* Relaxed store at GPU scope (resetting a counter nobody else touches until
  * the next kernel). */
 static __device__ __forceinline__ void ptx_st_relaxed_gpu_u32(uint32_t *p, uint32_t v) {
