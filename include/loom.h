@@ -662,7 +662,9 @@ loom_result_t loom_moe_forward(loom_moe_t moe, const void *x, int64_t num_tokens
  * on H100/H200, so short slices may read as 0 or 1 us long). The kernel
  * runs one block per SM, so an SM's slices are one block's. Recorded:
  *   - one slice per unit of work (LOOM_MOE_TRACE_GATE .. _COMBINE): a
- *     gate token tile, the block's place phase, a dispatch piece of up to
+ *     gate token tile (at small T, where the gate runs as jobs of one warp
+ *     spread over the SMs: a block's jobs, and a tile's finish), the
+ *     block's place phase, a dispatch piece of up to
  *     8 rows sent (one warp's; pieces overlap each other and, with K-major
  *     weights on bf16 / fp16 / TF32, their SM's GEMM slices), a GEMM0 or
  *     GEMM1 task (one ticket), a combine token tile;
@@ -691,7 +693,8 @@ loom_result_t loom_moe_forward(loom_moe_t moe, const void *x, int64_t num_tokens
 typedef enum {
   /* work (an SM is busy inside these, but for nested waits) */
   LOOM_MOE_TRACE_GATE = 0,     /* a token tile: a = tile, b = first token,
-                                  c = tokens (<= 32) */
+                                  c = tokens (<= 32); a block's gate jobs
+                                  carry their first job's tile */
   LOOM_MOE_TRACE_PLACE = 1,    /* the block's place phase: a = token tiles
                                   it placed, b = headers it sent */
   LOOM_MOE_TRACE_DISPATCH = 2, /* a piece of up to 8 rows of one
