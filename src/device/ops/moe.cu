@@ -596,6 +596,12 @@ static __device__ __forceinline__ void gate_warp_part(const loom_moe_params &p, 
   }
 }
 
+/* Chunks of hidden of warp vw's share of a unit (h0 = 32 vw + 32 nw i,
+ * nw = the block's warps): gate_warp_part's nc. */
+static __device__ __forceinline__ int gate_warp_chunks(int H, int vw, int nw) {
+  return vw * GATE_CHUNK < H ? (H - vw * GATE_CHUNK + nw * GATE_CHUNK - 1) / (nw * GATE_CHUNK) : 0;
+}
+
 /* Where a warp's partial entry (m16 block mb, n8 block n, fragment v) sits
  * in a 32 x GATE_EP partial: [token][expert of the pass]. */
 static __device__ __forceinline__ int gate_part_idx(int lane, int mb, int n, int v) {
@@ -668,15 +674,6 @@ static __device__ void gate_finish_tile(const loom_moe_params &p, const loom_moe
   }
   __syncthreads();
   HEAD_PROBE_CLOSE();
-#ifdef MOE_HEAD_PROBE
-  HEAD_PROBE_OPEN(105); /* the same again (same results): its code now warm */
-  if (lg != NULL) {
-    gate_tokens(p, lg, t0, t1 - t0, warp, nwarps, lane, pick);
-    __syncwarp();
-  }
-  __syncthreads();
-  HEAD_PROBE_CLOSE();
-#endif
   HEAD_PROBE_OPEN(104);
   /* per-tile expert counts (entries are read back by this block only) */
   for (int e = threadIdx.x; e < E; e += blockDim.x) sh.work[e] = 0;
@@ -716,13 +713,10 @@ static __device__ void gate_finish_tile(const loom_moe_params &p, const loom_moe
 template <int DT>
 static __device__ void gate_jobs(const loom_dev_comm &c, const loom_moe_params &p, const loom_moe_call &call,
                                 moe_shared &sh, uint64_t epoch, int npass, int ntiles, float *lg_all,
-                                double *red) {
+                                int *pick, char *ring) {
   const int E = p.E, T = call.T, nunits = ntiles * npass;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
   const int G = (int)gridDim.x;
-  constexpr int es = DT == LOOM_FP32 ? 4 : 2;
-  int *pick = (int *)red;
-  char *ring = (char *)red + gate_part_bytes(nw) + (size_t)warp * gate_ring_bytes(p.gate_depth, es) + lane * 16;
   const int job = (int)blockIdx.x + G * warp;
   /* the block's jobs as one gate slice (its first job's tile) */
   const int busy = (int)blockIdx.x < nunits * nw; /* warp 0 has the block's first job */
@@ -733,7 +727,7 @@ static __device__ void gate_jobs(const loom_dev_comm &c, const loom_moe_params &
   HEAD_PROBE_OPEN(100);
   if (job < nunits * nw) {
     const int u = job / nw, vw = job % nw, tile = u / npass, pass = u % npass;
-    const int nc = vw * GATE_CHUNK < p.H ? (p.H - vw * GATE_CHUNK + nw * GATE_CHUNK - 1) / (nw * GATE_CHUNK) : 0;
+    const int nc = gate_warp_chunks(p.H, vw, nw);
     const gate_seq one = {tile, 1, 1, pass, 1};
     gate_stream_begin<DT>(p, call.x, T, one, vw, nc, ring);
     double acc[2][GATE_NB][4];
@@ -827,7 +821,7 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
   constexpr int es = DT == LOOM_FP32 ? 4 : 2;
   char *ring = (char *)red + gate_part_bytes(nwarps) + (size_t)warp * gate_ring_bytes(p.gate_depth, es) + (threadIdx.x & 31) * 16;
   /* this warp's chunks of hidden a unit: h0 = 32 warp + 32 nwarps i */
-  const int nc = warp * GATE_CHUNK < p.H ? (p.H - warp * GATE_CHUNK + nwarps * GATE_CHUNK - 1) / (nwarps * GATE_CHUNK) : 0;
+  const int nc = gate_warp_chunks(p.H, warp, nwarps);
   /* Units of work. With at least a tile per block (or one pass, or caller
    * routing) a unit is a token tile, taken round-robin, its logits in
    * shared memory. Where that leaves blocks idle (decode, small T; `split`
@@ -857,7 +851,7 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
                     2 * ((ntiles * npass + G - 1) / G) <= (ntiles + G - 1) / G * npass;
   const int nunits = jobs ? 0 : split ? ntiles * npass : ntiles;
   /* (a failed wait in the jobs raised the abort: barrier 1 fails everywhere) */
-  if (jobs) gate_jobs<DT>(c, p, call, sh, epoch, npass, ntiles, lg_all, red);
+  if (jobs) gate_jobs<DT>(c, p, call, sh, epoch, npass, ntiles, lg_all, pick, ring);
   /* split: first unit blockIdx.x, then G + tickets (a ticket for every
    * block at once made 132 CAS loops fight over one word at the start,
    * ~20 us, measured) */
