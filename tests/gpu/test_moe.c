@@ -1774,7 +1774,9 @@ static int check_trace(const rank_ctx *rc, const moe_case *c, const host_data *d
    * layer holds: min(tiles of max_tokens x passes, 128), moe.h
    * LOOM_MOE_GATE_PART_UNITS; not with LOOM_MOE_GATE_JOBS=0): a slice per
    * block that ran jobs (a job a warp: 12 warps on the Hopper variant, 8
-   * otherwise) and one per tile's finish */
+   * otherwise) and one per non-empty share of a tile's finish (S =
+   * min(LOOM_MOE_GATE_FIN_PARTS or 4, blocks / tiles) shares of its
+   * tokens: min(S, its tokens)) */
   const char *gj = getenv("LOOM_MOE_GATE_JOBS");
   const int64_t units = (int64_t)ntiles * npass, unit_cap = ceil_div(case_max_tokens(c), 32) * npass;
   const int jobs = is_gate_route(c->route[r]) && ntiles > 0 && 2 * units <= blocks &&
@@ -1782,7 +1784,18 @@ static int check_trace(const rank_ctx *rc, const moe_case *c, const host_data *d
   const int64_t njobs = units * (hop ? 12 : 8);
   const int split = !jobs && is_gate_route(c->route[r]) && npass > 1 &&
                     2 * ceil_div((int64_t)ntiles * npass, blocks) <= ceil_div(ntiles, blocks) * npass;
-  want[LOOM_MOE_TRACE_GATE] = jobs ? (njobs < blocks ? njobs : blocks) + ntiles : (int64_t)ntiles * (split ? npass : 1);
+  int64_t fin_shares = 0;
+  if (jobs) {
+    const char *fp = getenv("LOOM_MOE_GATE_FIN_PARTS"); /* moe.cu's default 4; <= 0 is 1 */
+    int S = fp != NULL && *fp != '\0' ? atoi(fp) : 4;
+    if (blocks / ntiles < S) S = blocks / ntiles;
+    if (S < 1) S = 1;
+    for (int t = 0; t < ntiles; t++) {
+      const int tn = T - 32 * t < 32 ? T - 32 * t : 32;
+      fin_shares += tn < S ? tn : S;
+    }
+  }
+  want[LOOM_MOE_TRACE_GATE] = jobs ? (njobs < blocks ? njobs : blocks) + fin_shares : (int64_t)ntiles * (split ? npass : 1);
   want[LOOM_MOE_TRACE_COMBINE] = (int64_t)ntiles * ns;
   want[LOOM_MOE_TRACE_PLACE] = info->blocks;
   want[LOOM_MOE_TRACE_GEMM0] = tiles_in * nF;

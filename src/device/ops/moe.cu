@@ -417,6 +417,7 @@ template <int DT> struct vec8 {
 #define GATE_NB 2      /* n8 blocks of experts per pass (register budget) */
 #define GATE_EP (8 * GATE_NB) /* experts per pass */
 #define GATE_MAX_WARPS LOOM_MOE_GATE_PART_WARPS /* gate jobs' parts a unit: the largest block's warps */
+#define GATE_FIN_PARTS 4 /* default blocks that finish a tile of gate jobs (loom_moe_params.gate_fin_parts) */
 static_assert(LOOM_MOE_TT == 32 && LOOM_MOE_DIM_ALIGN % GATE_CHUNK == 0 && GATE_EP <= 32,
               "gate: 2 m16 blocks of tokens; hidden is whole chunks; a pass's partials fit");
 /* The gate's dynamic shared memory (sized by plan_parts): the tile's
@@ -659,14 +660,16 @@ static __device__ __forceinline__ uint32_t gate_count_add(unsigned long long *w,
   }
 }
 
-/* A tile's routing: top-k and weights from its logits in lg (shared
- * memory; NULL: the caller's routing is in pick already), the tile's
- * per-expert counts, the caller's copy. All threads; ends at a barrier. */
-static __device__ void gate_finish_tile(const loom_moe_params &p, const loom_moe_call &call, moe_shared &sh,
-                                        int tile, const float *lg, int *pick) {
-  const int E = p.E, K = p.K, T = call.T;
+/* The routing of tokens [t0, t1) of a tile: top-k and weights from their
+ * logits in lg (shared memory, row 0 = token t0; NULL: the caller's
+ * routing is in pick already), their per-expert counts into the tile's
+ * (stored, or with `add` added to counts a gate job zeroed: a tile
+ * finished in parts, gate_jobs), the caller's copy. All threads; ends at
+ * a barrier. */
+static __device__ void gate_finish_tokens(const loom_moe_params &p, const loom_moe_call &call, moe_shared &sh,
+                                          int tile, int t0, int t1, const float *lg, int *pick, int add) {
+  const int E = p.E, K = p.K;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
-  const int t0 = tile * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
   HEAD_PROBE_OPEN(103);
   if (lg != NULL) {
     gate_tokens(p, lg, t0, t1 - t0, warp, nwarps, lane, pick);
@@ -675,13 +678,15 @@ static __device__ void gate_finish_tile(const loom_moe_params &p, const loom_moe
   __syncthreads();
   HEAD_PROBE_CLOSE();
   HEAD_PROBE_OPEN(104);
-  /* per-tile expert counts (entries are read back by this block only) */
+  /* per-tile expert counts (sh.work entries are read back by this block only) */
   for (int e = threadIdx.x; e < E; e += blockDim.x) sh.work[e] = 0;
   __syncthreads();
   for (int i = threadIdx.x; i < (t1 - t0) * K; i += blockDim.x)
     if (pick[i] >= 0) atomicAdd(&sh.work[pick[i]], 1);
   __syncthreads();
-  for (int e = threadIdx.x; e < E; e += blockDim.x) p.tile_counts[(size_t)tile * E + e] = sh.work[e];
+  for (int e = threadIdx.x; e < E; e += blockDim.x)
+    if (!add) p.tile_counts[(size_t)tile * E + e] = sh.work[e];
+    else if (sh.work[e] != 0) atomicAdd(&p.tile_counts[(size_t)tile * E + e], sh.work[e]);
   if (call.ids_out != NULL)
     for (int i = t0 * K + threadIdx.x; i < t1 * K; i += blockDim.x) {
       call.ids_out[i] = pick[i - t0 * K];
@@ -691,21 +696,41 @@ static __device__ void gate_finish_tile(const loom_moe_params &p, const loom_moe
   HEAD_PROBE_CLOSE();
 }
 
+/* A tile's routing: top-k and weights from its logits in lg (shared
+ * memory; NULL: the caller's routing is in pick already), the tile's
+ * per-expert counts, the caller's copy. All threads; ends at a barrier. */
+static __device__ void gate_finish_tile(const loom_moe_params &p, const loom_moe_call &call, moe_shared &sh,
+                                        int tile, const float *lg, int *pick) {
+  const int t0 = tile * LOOM_MOE_TT;
+  gate_finish_tokens(p, call, sh, tile, t0, min(call.T, t0 + LOOM_MOE_TT), lg, pick, 0);
+}
+
 /* Gate jobs (few tiles: decode, small T; phase_gate says when). A job is
  * one warp's part of one unit (tile, pass of GATE_EP experts): job J =
  * unit * nw + vw computes what warp vw of a block running the unit would
  * (gate_warp_part), so nw times more pieces than units spread the fp64
  * work over the SMs (block b's warp r takes job b + G r). Each job stores
  * its partial in p.gate_part[J] (32 x GATE_EP doubles) and then its flag
- * p.gate_flag[J] = the call's epoch (release). Block G - 1 - t finishes
- * tile t once its own jobs are done: it waits (bounded) for the tile's
- * npass x nw flags, sums the parts in warp order, exactly as
- * gate_logits_unit does in shared memory (so the logits, and the routing,
- * are the same whichever mode ran), then top-k and counts
- * (gate_finish_tile). Flags, not an arrival counter: the ~50 jobs of a
+ * p.gate_flag[J] = the call's epoch (release); the tile's job (pass 0,
+ * warp 0) also zeroes the tile's counts before its flag. S = min(
+ * p.gate_fin_parts, G / ntiles) blocks finish tile t (4 unless
+ * LOOM_MOE_GATE_FIN_PARTS says otherwise), block G - 1 - (S t + s) a share
+ * s of its tokens (8 of 32 at S = 4: one a warp), once their own jobs are done:
+ * each waits (bounded) for the tile's npass x nw flags, sums its tokens'
+ * parts in warp order, exactly as gate_logits_unit does in shared memory
+ * (so the logits, and the routing, are the same whichever mode ran), then
+ * top-k and weights, and adds its counts to the tile's
+ * (gate_finish_tokens). Flags, not an arrival counter: the ~50 jobs of a
  * tile end at about the same time, and the CAS counter of the split mode
  * would take them one round trip after another. In the trace a block's
- * jobs are one gate slice and a tile's finish another. Before session 35
+ * jobs are one gate slice and each share of a tile's finish another (a
+ * = the tile, b = its first token, c = the share's tokens). One block a
+ * tile (session 35) took 14.7 us to finish it at T = 128 on an H200, four
+ * shares 5.9 (session 36). A share of one token still takes ~5.4 us (T =
+ * 1): the finish's code runs at the speed its instruction lines arrive
+ * (ncu: most of the head's warp samples stall on "no instruction"), so
+ * fewer tokens a block shortens it, a faster top-k did not (a warp sort,
+ * session 36: level). Before session 35
  * the passes of a tile were units of whole blocks: at T = 128, E = 64
  * sixteen blocks ran the gate, its end 34.4 us into the kernel on an H200
  * (22.6 with the jobs). A failed wait raises the fault (barrier 1 then
@@ -733,6 +758,8 @@ static __device__ void gate_jobs(const loom_dev_comm &c, const loom_moe_params &
     double acc[2][GATE_NB][4];
     gate_warp_part<DT>(p, call.x, T, one, 0, vw, nc, ring, acc);
     gate_stream_end();
+    if (pass == 0 && vw == 0) /* the tile's counts, which its finishers add to after the flags */
+      for (int e = lane; e < E; e += 32) p.tile_counts[(size_t)tile * E + e] = 0;
     double *dst = p.gate_part + (size_t)job * 32 * GATE_EP;
 #pragma unroll
     for (int mb = 0; mb < 2; mb++)
@@ -751,8 +778,15 @@ static __device__ void gate_jobs(const loom_dev_comm &c, const loom_moe_params &
     __syncthreads(); /* every warp's job done */
     tr_close(p, call, sh, TR_WORK);
   }
-  const int tile = G - 1 - (int)blockIdx.x;
-  if (tile >= ntiles) return; /* block-uniform */
+  /* finisher f = G - 1 - blockIdx.x: tile f / S, its tokens' part f % S
+   * (S parts a tile, at most p.gate_fin_parts: one token a warp at 8 a
+   * part at 4; G / ntiles >= 2 as ntiles <= G / 2) */
+  const int S = max(1, min(p.gate_fin_parts, G / ntiles)), fin = G - 1 - (int)blockIdx.x;
+  if (fin >= ntiles * S) return; /* block-uniform */
+  const int tile = fin / S, part = fin % S;
+  const int tt0 = tile * LOOM_MOE_TT, tn = min(T, tt0 + LOOM_MOE_TT) - tt0;
+  const int a0 = tn * part / S, a1 = tn * (part + 1) / S; /* tokens [tt0 + a0, tt0 + a1) */
+  if (a1 == a0) return; /* (fewer tokens than parts) */
   HEAD_PROBE_OPEN(101);
   int ok = 1;
   if (warp == 0) { /* every part of the tile: its flags, a lane each (epochs only grow) */
@@ -767,8 +801,8 @@ static __device__ void gate_jobs(const loom_dev_comm &c, const loom_moe_params &
   if (!__syncthreads_and(ok)) return;
   HEAD_PROBE_CLOSE();
   {
-    const int t0 = tile * LOOM_MOE_TT, n = min(T, t0 + LOOM_MOE_TT) - t0;
-    tr_open(call, sh, TR_WORK, LOOM_MOE_TRACE_GATE, TR_NO_PEER, tile, t0, n);
+    const int n = a1 - a0;
+    tr_open(call, sh, TR_WORK, LOOM_MOE_TRACE_GATE, TR_NO_PEER, tile, tt0, n);
     HEAD_PROBE_OPEN(102);
     /* logits: the parts of (tile, pass) summed in warp order, two experts a
      * thread (16-byte loads, all nw in flight) */
@@ -778,7 +812,7 @@ static __device__ void gate_jobs(const loom_dev_comm &c, const loom_moe_params &
       double2 v[2][GATE_MAX_WARPS];
 #pragma unroll
       for (int u = 0; u < 2; u++) {
-        const int i = i0 + u * (int)blockDim.x, tk = i / np2, e = 2 * (i % np2);
+        const int i = i0 + u * (int)blockDim.x, tk = a0 + i / np2, e = 2 * (i % np2);
         const double2 *pp = (const double2 *)(base + (size_t)(e / GATE_EP) * nw * 32 * GATE_EP + tk * GATE_EP +
                                               e % GATE_EP);
 #pragma unroll
@@ -787,7 +821,7 @@ static __device__ void gate_jobs(const loom_dev_comm &c, const loom_moe_params &
       }
 #pragma unroll
       for (int u = 0; u < 2; u++) {
-        const int i = i0 + u * (int)blockDim.x, tk = i / np2, e = 2 * (i % np2);
+        const int i = i0 + u * (int)blockDim.x, tk = a0 + i / np2, e = 2 * (i % np2);
         if (i >= items) break;
         double s0 = v[u][0].x, s1 = v[u][0].y;
 #pragma unroll
@@ -796,13 +830,13 @@ static __device__ void gate_jobs(const loom_dev_comm &c, const loom_moe_params &
             s0 += v[u][vw].x;
             s1 += v[u][vw].y;
           }
-        lg_all[tk * E + e] = (float)s0;
-        if (e + 1 < E) lg_all[tk * E + e + 1] = (float)s1;
+        lg_all[(tk - a0) * E + e] = (float)s0; /* row 0: token tt0 + a0 */
+        if (e + 1 < E) lg_all[(tk - a0) * E + e + 1] = (float)s1;
       }
     }
     __syncthreads();
     HEAD_PROBE_CLOSE();
-    gate_finish_tile(p, call, sh, tile, lg_all, pick);
+    gate_finish_tokens(p, call, sh, tile, tt0 + a0, tt0 + a1, lg_all, pick, 1);
     tr_close(p, call, sh, TR_WORK);
   }
 }
@@ -2441,6 +2475,7 @@ extern "C" cudaError_t loom_moe_plan_create(const loom_dev_comm *c, loom_moe_par
   p->raster = raster > 0 ? raster : 1;
   p->local_first = moe_env_int("LOOM_MOE_LOCAL_FIRST", MOE_LOCAL_FIRST);
   if (moe_env_int("LOOM_MOE_GATE_JOBS", 1) == 0) p->gate_part_units = 0; /* no gate jobs (phase_gate) */
+  p->gate_fin_parts = moe_env_int("LOOM_MOE_GATE_FIN_PARTS", GATE_FIN_PARTS); /* gate_jobs' finishers a tile */
   loom_moe_plan *pl = new (std::nothrow) loom_moe_plan; /* aligned new: the maps are 64-aligned */
   if (pl == NULL) return cudaErrorMemoryAllocation;
   const int hop = use_hopper(p);

@@ -106,6 +106,7 @@ typedef struct {
   double *gate_part;   /* [gate_part_units][LOOM_MOE_GATE_PART_WARPS][TT][16] gate jobs' partial logits (moe.cu gate_jobs) */
   uint32_t *gate_flag; /* [gate_part_units][LOOM_MOE_GATE_PART_WARPS] a part's call (low 32 bits of its epoch) */
   int gate_part_units; /* units (tile, pass of 16 experts) gate_part holds: gate jobs run where a call has no more */
+  int gate_fin_parts;  /* blocks that finish a tile of gate jobs, a share of its tokens each (<= 0: 1; moe.cu gate_jobs) */
   int32_t *kept;       /* [E] kept rows per expert (this source) */
   int32_t *row_token;  /* [R][Cs] token of each row sent, per destination */
   void *h;             /* [DR][F] FFN intermediate, dtype, rows as dispatch */
