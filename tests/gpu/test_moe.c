@@ -1745,7 +1745,8 @@ static int check_trace(const rank_ctx *rc, const moe_case *c, const host_data *d
                   !(c->dtype == LOOM_FP32 && c->math == LOOM_MATH_FP32) &&
                   !(engine != NULL && strcmp(engine, "mma") == 0);
   const int wide = hop ? 256 : 128;
-  const int nF = ceil_div(c->F, c->act == LOOM_ACT_SWIGLU ? wide / 2 : wide), nH = ceil_div(c->H, wide);
+  const int hc = c->act == LOOM_ACT_SWIGLU ? wide / 2 : wide;
+  int nF = ceil_div(c->F, hc), nH = ceil_div(c->H, wide);
   /* row tiles are expert-major (moe.h): 128 rows of one local expert from
    * every source, so an expert's tiles are ceil(its rows from all sources
    * / 128) and a tile index stays below R * max_tokens / 128 + 1 */
@@ -1756,6 +1757,14 @@ static int check_trace(const rank_ctx *rc, const moe_case *c, const host_data *d
     int64_t rows = 0;
     for (int s = 0; s < R; s++) rows += d->kept[(size_t)s * E + r * El + le];
     tiles_in += ceil_div(rows, 128);
+  }
+  /* the Hopper variant's half-width tasks (moe.cu moe_task_cols): a GEMM
+   * whose tasks fill at most half the blocks takes twice as many, half as
+   * wide (not with LOOM_MOE_NARROW=0) */
+  const char *nw = getenv("LOOM_MOE_NARROW");
+  if (hop && !(nw != NULL && *nw != '\0' && atoi(nw) == 0)) {
+    if (2 * tiles_in * nF <= blocks) nF = ceil_div(c->F, hc / 2);
+    if (2 * tiles_in * nH <= blocks) nH = ceil_div(c->H, wide / 2);
   }
   /* dispatch: pieces of up to 8 rows of one (dest, expert) (moe.cu MOE_DSUB) */
   for (int e = 0; e < E; e++) want[LOOM_MOE_TRACE_DISPATCH] += ceil_div(d->kept[(size_t)r * E + e], 8);

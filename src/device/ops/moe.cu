@@ -1830,7 +1830,43 @@ static __device__ __forceinline__ moe_task moe_rec_get(const volatile int32_t *r
  * 128 bytes of K x 128 rows, 128-byte swizzle. */
 struct moe_maps {
   CUtensorMap a0, b0, a1, b1;
+  CUtensorMap b0h, b1h; /* half-width tasks' boxes (moe_task_cols): 128 weight rows, SwiGLU's GEMM0 64 + 64 */
 };
+
+/* A call's expert tasks: hc h columns a GEMM0 task (nF of them a row
+ * tile), cw output columns a GEMM1 task (nH a row tile). A task is a
+ * column block of CFG::BN = 256 weight rows (SwiGLU's GEMM0: 128 gate +
+ * 128 up rows), so at decode few tasks stream a GEMM's weights: 8 local
+ * experts of one row tile each are 64 GEMM0 tasks on the 132 SMs. Where a
+ * GEMM's tasks (row tiles x column blocks) fill at most half the grid,
+ * and p.narrow, its tasks take half a column block (128 weight rows, 64 +
+ * 64 for SwiGLU: the B maps' half boxes b0h / b1h), twice as many tasks
+ * on twice the SMs. The consumers still run the whole 128 x 256 MMA (the
+ * stage's other B rows are stale: their columns are not stored; an output
+ * column reads only its own B row); the epilogue stores hc / cw columns.
+ * Every block computes the same from sh.tp (moe_counts). Measured at one
+ * H200 (session 36): Mixtral-like T = 4 -2.6% (GEMM1's 16 column blocks
+ * an expert), E = 64 T = 1 level: there every task of either width ends
+ * at the same instant, the GEMM's weights streaming at ~2.5 TB/s, and the
+ * weight bytes in flight GPU-wide (stages x B bytes x busy SMs: 8 MB
+ * either way) are what bound it, which only a deeper ring of weights (the
+ * swapped decode tile, docs/tile.md v9) raises. */
+struct moe_cols {
+  int hc, cw, nF, nH;
+  int half0, half1; /* GEMM0's, GEMM1's tasks are half-width */
+};
+template <class CFG>
+static __device__ __forceinline__ moe_cols moe_task_cols(const loom_moe_params &p, int ntl) {
+  moe_cols r;
+  const int hc = p.gated ? CFG::BN / 2 : CFG::BN, G = (int)gridDim.x;
+  r.half0 = p.narrow && 2 * ntl * ((p.F + hc - 1) / hc) <= G;
+  r.half1 = p.narrow && 2 * ntl * ((p.H + CFG::BN - 1) / CFG::BN) <= G;
+  r.hc = r.half0 ? hc / 2 : hc;
+  r.cw = r.half1 ? CFG::BN / 2 : CFG::BN;
+  r.nF = (p.F + r.hc - 1) / r.hc;
+  r.nH = (p.H + r.cw - 1) / r.cw;
+  return r;
+}
 
 /* Producer: one thread, at the producer's register budget: its waits only
  * poll (no out-of-line call, transport.cuh). Returns 1 when a wait failed,
@@ -1839,10 +1875,10 @@ template <class CFG>
 static __device__ int moe_hop_producer(const loom_dev_comm &c, const loom_moe_params &p,
                                        const moe_shared &sh, const hop_smem &sm,
                                        volatile int32_t *task_of, volatile int32_t *rec, const moe_maps &maps,
-                                       uint64_t epoch, int total, int nF, int nH, loom_wait_fail *fail) {
+                                       uint64_t epoch, int total, const moe_cols &cols, loom_wait_fail *fail) {
   uint32_t stage = 0, phase = 0;
   int m = 0; /* tasks started (the record ring's sequence) */
-  const int hc = p.gated ? CFG::BN / 2 : CFG::BN; /* h columns of a GEMM0 task */
+  const int nF = cols.nF, nH = cols.nH, hc = cols.hc; /* hc: h columns of a GEMM0 task */
   const int f1 = p.gated ? 2 * p.F : p.F;
   for (;;) {
     const int ticket = (int)atomicAdd(p.ticket, 1u);
@@ -1864,30 +1900,26 @@ static __device__ int moe_hop_producer(const loom_dev_comm &c, const loom_moe_pa
     task_of[stage] = ticket;
     moe_rec_put(rec + (m++ % (CFG::STAGES + 1)) * MOE_REC_WORDS, t);
     sm.flag[stage] = 0u;
-    const CUtensorMap *ma = t.gemm ? &maps.a1 : &maps.a0, *mb = t.gemm ? &maps.b1 : &maps.b0;
+    const int half = t.gemm ? cols.half1 : cols.half0;
+    const CUtensorMap *ma = t.gemm ? &maps.a1 : &maps.a0;
+    const CUtensorMap *mb = t.gemm ? (half ? &maps.b1h : &maps.b1) : (half ? &maps.b0h : &maps.b0);
     const int nkb = (t.gemm ? p.F : p.H) / CFG::BK;
-    /* B rows of the two 128-row boxes (SwiGLU GEMM0: gate, up), or b0 of
-     * the one 256-row box (make_maps: one TMA instruction less a stage) */
+    /* B rows of the two boxes of SwiGLU's GEMM0 (gate, up: 128 rows each,
+     * 64 in a half-width task; up at the stage's row 128 either way, so
+     * the epilogue pairs column j with j + 128), or b0 of the one box
+     * (256 rows, 128 half-width; make_maps: one TMA instruction less a
+     * stage). A stage's B bytes: 128 per weight row. */
     const int two_boxes = t.gemm == 0 && p.gated;
-    int b0, b1;
-    if (t.gemm) {
-      b0 = t.le * p.H + t.nb * CFG::BN;
-      b1 = b0 + CFG::BN / 2;
-    } else if (p.gated) {
-      b0 = t.le * f1 + t.nb * hc;
-      b1 = b0 + p.F;
-    } else {
-      b0 = t.le * f1 + t.nb * hc;
-      b1 = b0 + CFG::BN / 2;
-    }
+    const int b0 = t.gemm ? t.le * p.H + t.nb * cols.cw : t.le * f1 + t.nb * hc, b1 = b0 + p.F;
+    const uint32_t stage_tx = CFG::a_stage_bytes + 128u * (uint32_t)(t.gemm ? cols.cw : p.gated ? 2 * hc : hc);
     for (int kb = 0; kb < nkb; kb++) {
       if (kb > 0) hop_mbar_wait(&sm.empty[stage], phase ^ 1);
-      ptx_mbar_arrive_expect_tx(&sm.full[stage], CFG::stage_bytes);
+      ptx_mbar_arrive_expect_tx(&sm.full[stage], stage_tx);
       const int kc = kb * CFG::BK;
       ptx_tma_load_2d(sm.a + stage * CFG::a_stage_bytes, ma, &sm.full[stage], kc, (int)t.row0);
       uint8_t *bs = sm.b + stage * CFG::b_stage_bytes;
-      ptx_tma_load_2d(bs, mb, &sm.full[stage], kc, b0); /* 256 rows, or the gate half */
-      if (two_boxes) ptx_tma_load_2d(bs + (CFG::BN / 2) * 128, mb, &sm.full[stage], kc, b1);
+      ptx_tma_load_2d(bs, mb, &sm.full[stage], kc, b0); /* the task's rows, or its gate rows */
+      if (two_boxes) ptx_tma_load_2d(bs + (CFG::BN / 2) * 128, mb, &sm.full[stage], kc, b1); /* up rows */
       if (++stage == CFG::STAGES) {
         stage = 0;
         phase ^= 1;
@@ -1987,7 +2019,8 @@ static __device__ __forceinline__ void moe_sig_post(const moe_sig &sg, int n, in
 
 /* The signaler: one thread, at the producer's register budget. */
 static __device__ void moe_hop_signaler(const loom_dev_comm &c, const loom_moe_params &p, const moe_shared &sh,
-                                        const moe_sig &sg, uint64_t epoch, int nF, int nH) {
+                                        const moe_sig &sg, uint64_t epoch, const moe_cols &cols) {
+  const int nF = cols.nF, nH = cols.nH;
   for (int n = 0;; n++) {
     const int slot = n % MOE_SIG;
     hop_mbar_wait(&sg.full[slot], (uint32_t)(n / MOE_SIG) & 1u);
@@ -2002,9 +2035,9 @@ template <class CFG, int DT>
 static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_params &p,
                                         const loom_moe_call &call, moe_shared &sh, const hop_smem &sm,
                                         volatile int32_t *task_of, const volatile int32_t *rec,
-                                        const moe_sig &sg, uint64_t epoch, int wg) {
+                                        const moe_sig &sg, uint64_t epoch, int wg, const moe_cols &cols) {
   typedef typename elem<DT>::T T;
-  const int hc = p.gated ? CFG::BN / 2 : CFG::BN;
+  const int hc = cols.hc;
   const uint64_t da0 = hop_desc(sm.a + wg * 64 * 128), db0 = hop_desc(sm.b);
   float acc[CFG::acc_regs];
   uint32_t stage = 0, phase = 0;
@@ -2037,9 +2070,9 @@ static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_p
       char *dst = (char *)p.h + (t.row0 * p.F + (size_t)c0) * sizeof(T);
       moe_hop_store_h<DT>(p.act, acc, dst, (size_t)p.F * sizeof(T), t.rows, min(hc, p.F - c0), wg);
     } else {
-      const int c0 = t.nb * CFG::BN;
+      const int c0 = t.nb * cols.cw;
       const moe_ret ret = {&c, &p, &sh, t.le, (int)t.row0, t.s, (size_t)c0 * sizeof(T)};
-      moe_hop_store<DT, MOE_HOP_AS_IS>(acc, NULL, 0, t.rows, min(CFG::BN, p.H - c0), wg, &ret);
+      moe_hop_store<DT, MOE_HOP_AS_IS>(acc, NULL, 0, t.rows, min(cols.cw, p.H - c0), wg, &ret);
     }
     tr_close(p, call, sh, TR_WORK);
     moe_sig_post(sg, n, ticket); /* the signaler counts it (task_done) */
@@ -2101,19 +2134,18 @@ static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_p
    * writes it through the async proxy from now on */
   ptx_fence_proxy_async();
   __syncthreads();
-  const int hc = p.gated ? CFG::BN / 2 : CFG::BN;
-  const int nF = (p.F + hc - 1) / hc, nH = (p.H + CFG::BN - 1) / CFG::BN;
   const int ntl = sh.tp[p.El];
-  const int total = ntl * (nF + nH);
+  const moe_cols cols = moe_task_cols<CFG>(p, ntl);
+  const int total = ntl * (cols.nF + cols.nH);
   const int wg = threadIdx.x / 128;
   int failed = 0;
   if (wg == 2) {
     loom_wait_fail fail;
     ptx_setmaxnreg_dec<MOE_PRODUCER_REGS>();
     if ((threadIdx.x & 127) == 0)
-      failed = moe_hop_producer<CFG>(c, p, sh, sm, task_of, rec, maps, epoch, total, nF, nH, &fail);
+      failed = moe_hop_producer<CFG>(c, p, sh, sm, task_of, rec, maps, epoch, total, cols, &fail);
     else if ((threadIdx.x & 127) == 32)
-      moe_hop_signaler(c, p, sh, sg, epoch, nF, nH);
+      moe_hop_signaler(c, p, sh, sg, epoch, cols);
     else if ((threadIdx.x & 127) >= 64)
       moe_dispatch_warp<MOE_BG_U>(c, p, call, sh, fg, 1); /* warps 2, 3: the pieces
                                                                                phase_dispatch left */
@@ -2122,7 +2154,7 @@ static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_p
     if (failed) loom_wait_settle(c, fail); /* out of line: only at the full budget */
   } else {
     ptx_setmaxnreg_inc<MOE_CONSUMER_REGS>();
-    moe_hop_consumer<CFG, DT>(c, p, call, sh, sm, task_of, rec, sg, epoch, wg);
+    moe_hop_consumer<CFG, DT>(c, p, call, sh, sm, task_of, rec, sg, epoch, wg, cols);
     ptx_setmaxnreg_dec<CFG::entry_regs>();
   }
   /* every stage this block filled has been consumed: the memory is free */
@@ -2379,7 +2411,12 @@ static cudaError_t make_maps(const loom_moe_params *p, int hdt, moe_maps *m) {
       cudaSuccess)
     return e;
   if ((e = hop_make_map(&m->a1, hdt, p->h, rows, p->F, p->F, bk, 128)) != cudaSuccess) return e;
-  return hop_make_map(&m->b1, hdt, p->w2, (uint64_t)p->El * p->H, p->F, p->F, bk, 256);
+  if ((e = hop_make_map(&m->b1, hdt, p->w2, (uint64_t)p->El * p->H, p->F, p->F, bk, 256)) != cudaSuccess) return e;
+  /* half-width tasks (moe_task_cols): half the rows a box */
+  if ((e = hop_make_map(&m->b0h, hdt, p->w1, (uint64_t)p->El * f1, p->H, p->H, bk, p->gated ? 64 : 128)) !=
+      cudaSuccess)
+    return e;
+  return hop_make_map(&m->b1h, hdt, p->w2, (uint64_t)p->El * p->H, p->F, p->F, bk, 128);
 }
 
 struct loom_moe_plan {
@@ -2476,6 +2513,7 @@ extern "C" cudaError_t loom_moe_plan_create(const loom_dev_comm *c, loom_moe_par
   p->local_first = moe_env_int("LOOM_MOE_LOCAL_FIRST", MOE_LOCAL_FIRST);
   if (moe_env_int("LOOM_MOE_GATE_JOBS", 1) == 0) p->gate_part_units = 0; /* no gate jobs (phase_gate) */
   p->gate_fin_parts = moe_env_int("LOOM_MOE_GATE_FIN_PARTS", GATE_FIN_PARTS); /* gate_jobs' finishers a tile */
+  p->narrow = moe_env_int("LOOM_MOE_NARROW", 1) != 0; /* half-width expert tasks where few (moe_task_cols) */
   loom_moe_plan *pl = new (std::nothrow) loom_moe_plan; /* aligned new: the maps are 64-aligned */
   if (pl == NULL) return cudaErrorMemoryAllocation;
   const int hop = use_hopper(p);

@@ -107,6 +107,7 @@ typedef struct {
   uint32_t *gate_flag; /* [gate_part_units][LOOM_MOE_GATE_PART_WARPS] a part's call (low 32 bits of its epoch) */
   int gate_part_units; /* units (tile, pass of 16 experts) gate_part holds: gate jobs run where a call has no more */
   int gate_fin_parts;  /* blocks that finish a tile of gate jobs, a share of its tokens each (<= 0: 1; moe.cu gate_jobs) */
+  int narrow;          /* 1: a GEMM whose tasks fill at most half the grid takes half-width tasks (moe.cu moe_task_cols) */
   int32_t *kept;       /* [E] kept rows per expert (this source) */
   int32_t *row_token;  /* [R][Cs] token of each row sent, per destination */
   void *h;             /* [DR][F] FFN intermediate, dtype, rows as dispatch */
