@@ -1846,11 +1846,11 @@ struct moe_maps {
  * column reads only its own B row); the epilogue stores hc / cw columns.
  * Every block computes the same from sh.tp (moe_counts). Measured at one
  * H200 (session 36): E = 64 T = 1 -4.1%, Mixtral-like T = 4 -2.5%
- * (GEMM1's 16 column blocks an expert), level elsewhere; at T = 1 every
- * task of either width ends at the same instant, the GEMM's weights streaming at ~2.5 TB/s, and the
- * weight bytes in flight GPU-wide (stages x B bytes x busy SMs: 8 MB
- * either way) are what bound it, which only a deeper ring of weights (the
- * swapped decode tile, docs/tile.md v9) raises. */
+ * (GEMM1's 16 column blocks an expert), level elsewhere. At T = 1 every
+ * task of either width ends at the same instant, the GEMM's weights
+ * streaming at ~2.5 TB/s: the weight bytes in flight GPU-wide (stages x B
+ * bytes x busy SMs: 8 MB either way) bound it, which only a deeper ring
+ * of weights (the swapped decode tile, docs/tile.md v9) raises. */
 struct moe_cols {
   int hc, cw, nF, nH;
   int half0, half1; /* GEMM0's, GEMM1's tasks are half-width */
