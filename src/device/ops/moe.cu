@@ -1848,9 +1848,9 @@ struct moe_maps {
  * H200 (session 36): E = 64 T = 1 -4.1%, Mixtral-like T = 4 -2.5%
  * (GEMM1's 16 column blocks an expert), level elsewhere. At T = 1 every
  * task of either width ends at the same instant, the GEMM's weights
- * streaming at ~2.5 TB/s: the weight bytes in flight GPU-wide (stages x B
- * bytes x busy SMs: 8 MB either way) bound it, which only a deeper ring
- * of weights (the swapped decode tile, docs/tile.md v9) raises. */
+ * streaming at ~2.5 TB/s with 8 MB in flight GPU-wide either way (the
+ * standalone engine streams ~2.7 TB/s at 8 MB, ~2.9 at 17: bench/RESULTS.md
+ * session 36 (f)). */
 struct moe_cols {
   int hc, cw, nF, nH;
   int half0, half1; /* GEMM0's, GEMM1's tasks are half-width */
