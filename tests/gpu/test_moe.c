@@ -1707,6 +1707,13 @@ static int cmp_event_start(const void *x, const void *y) {
 
 static int ceil_div(int64_t a, int64_t b) { return (int)((a + b - 1) / b); }
 
+/* A layer switch from the environment as loom_moe_plan_create reads it
+ * (moe.cu moe_env_int): unset or empty is the default. */
+static int moe_env(const char *name, int dflt) {
+  const char *v = getenv(name);
+  return v != NULL && *v != '\0' ? atoi(v) : dflt;
+}
+
 /* One rank's trace of a forward with room for everything: the info block,
  * every event inside the kernel's window on a real SM with a known kind,
  * waits at least LOOM_MOE_TRACE_MIN_WAIT_NS, work slices of one SM never
@@ -1761,8 +1768,7 @@ static int check_trace(const rank_ctx *rc, const moe_case *c, const host_data *d
   /* the Hopper variant's half-width tasks (moe.cu moe_task_cols): a GEMM
    * whose tasks fill at most half the blocks takes twice as many, half as
    * wide (not with LOOM_MOE_NARROW=0) */
-  const char *nw = getenv("LOOM_MOE_NARROW");
-  if (hop && !(nw != NULL && *nw != '\0' && atoi(nw) == 0)) {
+  if (hop && moe_env("LOOM_MOE_NARROW", 1) != 0) {
     if (2 * tiles_in * nF <= blocks) nF = ceil_div(c->F, hc / 2);
     if (2 * tiles_in * nH <= blocks) nH = ceil_div(c->H, wide / 2);
   }
@@ -1786,17 +1792,15 @@ static int check_trace(const rank_ctx *rc, const moe_case *c, const host_data *d
    * otherwise) and one per non-empty share of a tile's finish (S =
    * min(LOOM_MOE_GATE_FIN_PARTS or 4, blocks / tiles) shares of its
    * tokens: min(S, its tokens)) */
-  const char *gj = getenv("LOOM_MOE_GATE_JOBS");
   const int64_t units = (int64_t)ntiles * npass, unit_cap = ceil_div(case_max_tokens(c), 32) * npass;
   const int jobs = is_gate_route(c->route[r]) && ntiles > 0 && 2 * units <= blocks &&
-                   units <= (unit_cap < 128 ? unit_cap : 128) && !(gj != NULL && atoi(gj) == 0);
+                   units <= (unit_cap < 128 ? unit_cap : 128) && moe_env("LOOM_MOE_GATE_JOBS", 1) != 0;
   const int64_t njobs = units * (hop ? 12 : 8);
   const int split = !jobs && is_gate_route(c->route[r]) && npass > 1 &&
                     2 * ceil_div((int64_t)ntiles * npass, blocks) <= ceil_div(ntiles, blocks) * npass;
   int64_t fin_shares = 0;
   if (jobs) {
-    const char *fp = getenv("LOOM_MOE_GATE_FIN_PARTS"); /* moe.cu's default 4; <= 0 is 1 */
-    int S = fp != NULL && *fp != '\0' ? atoi(fp) : 4;
+    int S = moe_env("LOOM_MOE_GATE_FIN_PARTS", 4); /* moe.cu's default; <= 0 is 1 */
     if (blocks / ntiles < S) S = blocks / ntiles;
     if (S < 1) S = 1;
     for (int t = 0; t < ntiles; t++) {
