@@ -1870,19 +1870,7 @@ static __device__ __forceinline__ moe_cols moe_task_cols(const loom_moe_params &
 
 /* Producer: one thread, at the producer's register budget: its waits only
  * poll (no out-of-line call, transport.cuh). Returns 1 when a wait failed,
- * with *fail to settle once the registers are back.
- * B ahead (as the engine's hop_b_ahead): a GEMM1 task whose row tile's
- * GEMM0 tasks are not all done yet sends its first STAGES k-blocks of
- * weights into the ring (each stage's full barrier expects their bytes,
- * no arrival: the phase cannot complete before the arrival with A's bytes
- * after the wait) and the next MOE_B_AHEAD_L2 k-blocks into L2, then
- * waits. At decode every GEMM0 task of a call ends at about the same
- * instant (they share the HBM stream), so without it every SM's GEMM1
- * weights started after the last GEMM0 epilogue and its count: ~5 us of
- * idle HBM between the GEMMs at T = 1 on an H200 (session 37). A failed
- * wait stops the consumers at this task (task_of = -1) and completes the
- * filled stages with a plain arrival once their B bytes are in. */
-#define MOE_B_AHEAD_L2 4
+ * with *fail to settle once the registers are back. */
 template <class CFG>
 static __device__ int moe_hop_producer(const loom_dev_comm &c, const loom_moe_params &p,
                                        const moe_shared &sh, const hop_smem &sm,
@@ -1894,15 +1882,14 @@ static __device__ int moe_hop_producer(const loom_dev_comm &c, const loom_moe_pa
   const int f1 = p.gated ? 2 * p.F : p.F;
   for (;;) {
     const int ticket = (int)atomicAdd(p.ticket, 1u);
-    int ok = 1, ahead = 0;
+    int ok = 1;
     moe_task t;
     if (ticket < total) {
       t = moe_decode(c, p, sh, ticket, nF, nH);
-      if (t.gemm == 0)
-        ok = loom_poll_count(c, moe_ready(c, p, t, epoch), (uint32_t)t.rows, t.s, LOOM_WAIT_ROWS, t.dep, fail);
-      else
-        ahead = ptx_ld_acquire_gpu_u32(&p.done0[t.dep]) < (uint32_t)nF; /* B ahead of the wait (below) */
-      if (ok && !ahead) ptx_fence_proxy_async_global(); /* TMA reads after the acquire */
+      ok = t.gemm == 0 ? loom_poll_count(c, moe_ready(c, p, t, epoch), (uint32_t)t.rows, t.s, LOOM_WAIT_ROWS,
+                                         t.dep, fail)
+                       : loom_poll_local_geq(c, &p.done0[t.dep], (uint32_t)nF, LOOM_WAIT_TILE_DEP, t.dep, fail);
+      if (ok) ptx_fence_proxy_async_global(); /* TMA reads after the acquire */
     }
     hop_mbar_wait(&sm.empty[stage], phase ^ 1);
     if (ticket >= total || !ok) {
@@ -1924,49 +1911,15 @@ static __device__ int moe_hop_producer(const loom_dev_comm &c, const loom_moe_pa
      * stage). A stage's B bytes: 128 per weight row. */
     const int two_boxes = t.gemm == 0 && p.gated;
     const int b0 = t.gemm ? t.le * p.H + t.nb * cols.cw : t.le * f1 + t.nb * hc, b1 = b0 + p.F;
-    const uint32_t b_tx = 128u * (uint32_t)(t.gemm ? cols.cw : p.gated ? 2 * hc : hc);
-    const int pre = ahead ? min(nkb, CFG::STAGES) : 0; /* stages whose B went ahead (GEMM1: one box) */
-    if (ahead) {
-      uint32_t s = stage, ph = phase;
-      for (int kb = 0; kb < pre; kb++) {
-        if (kb > 0) hop_mbar_wait(&sm.empty[s], ph ^ 1);
-        ptx_mbar_expect_tx(&sm.full[s], b_tx);
-        ptx_tma_load_2d(sm.b + s * CFG::b_stage_bytes, mb, &sm.full[s], kb * CFG::BK, b0);
-        if (++s == CFG::STAGES) {
-          s = 0;
-          ph ^= 1;
-        }
-      }
-      for (int kb = pre; kb < min(nkb, pre + MOE_B_AHEAD_L2); kb++) ptx_tma_prefetch_2d(mb, kb * CFG::BK, b0);
-      ok = loom_poll_local_geq(c, &p.done0[t.dep], (uint32_t)nF, LOOM_WAIT_TILE_DEP, t.dep, fail);
-      if (ok) ptx_fence_proxy_async_global(); /* TMA reads of h after the acquire */
-      if (!ok) {
-        task_of[stage] = -1; /* before the arrival: the consumers stop here */
-        for (int pass = 0; pass < 2; pass++) { /* arrive on the filled stages, then see their B in */
-          s = stage;
-          ph = phase;
-          for (int kb = 0; kb < pre; kb++) {
-            if (pass == 0) ptx_mbar_arrive(&sm.full[s]);
-            else hop_mbar_wait(&sm.full[s], ph);
-            if (++s == CFG::STAGES) {
-              s = 0;
-              ph ^= 1;
-            }
-          }
-        }
-        return 1;
-      }
-    }
+    const uint32_t stage_tx = CFG::a_stage_bytes + 128u * (uint32_t)(t.gemm ? cols.cw : p.gated ? 2 * hc : hc);
     for (int kb = 0; kb < nkb; kb++) {
-      if (kb >= pre && kb > 0) hop_mbar_wait(&sm.empty[stage], phase ^ 1);
-      ptx_mbar_arrive_expect_tx(&sm.full[stage], CFG::a_stage_bytes + (kb < pre ? 0u : b_tx));
+      if (kb > 0) hop_mbar_wait(&sm.empty[stage], phase ^ 1);
+      ptx_mbar_arrive_expect_tx(&sm.full[stage], stage_tx);
       const int kc = kb * CFG::BK;
       ptx_tma_load_2d(sm.a + stage * CFG::a_stage_bytes, ma, &sm.full[stage], kc, (int)t.row0);
-      if (kb >= pre) {
-        uint8_t *bs = sm.b + stage * CFG::b_stage_bytes;
-        ptx_tma_load_2d(bs, mb, &sm.full[stage], kc, b0); /* the task's rows, or its gate rows */
-        if (two_boxes) ptx_tma_load_2d(bs + (CFG::BN / 2) * 128, mb, &sm.full[stage], kc, b1); /* up rows */
-      }
+      uint8_t *bs = sm.b + stage * CFG::b_stage_bytes;
+      ptx_tma_load_2d(bs, mb, &sm.full[stage], kc, b0); /* the task's rows, or its gate rows */
+      if (two_boxes) ptx_tma_load_2d(bs + (CFG::BN / 2) * 128, mb, &sm.full[stage], kc, b1); /* up rows */
       if (++stage == CFG::STAGES) {
         stage = 0;
         phase ^= 1;
@@ -2014,9 +1967,10 @@ static __device__ __forceinline__ void moe_hop_store(const float *acc, char *dst
 #pragma unroll
   for (int h = 0; h < 2; h++) {
     /* rows rb + 8h of the warp's 8 (lane >> 2) all past the tile's end: the
-     * warp skips the half, shuffles and all (warp-uniform; at decode a
-     * tile has a few rows and only warp 0's first half stores: its code
-     * alone is ~150 128-byte lines an epilogue, fetched cold every call) */
+     * warp skips the half, shuffles and all (warp-uniform). At decode a
+     * tile has a few rows and only warp 0's first half stores; the
+     * unrolled half is ~75 128-byte lines of code, fetched cold each call:
+     * E = 64 decode T = 1 107.2 -> 102.0 us on an H200 (session 37) */
     if (wg * 64 + warp * 16 + 8 * h >= rows) continue;
     const int row = rb + 8 * h;
     const bool live = row < rows;
