@@ -29,30 +29,29 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sass_kloop import find_cuobjdump  # noqa: E402
+
 STALLS = ('no_inst', 'barrier', 'long_sb', 'wait', 'membar', 'lg', 'short_sb', 'branch_resolving', 'selected',
           'not_selected', 'math', 'mio', 'dispatch', 'sleep', 'misc', 'drain', 'imc', 'tex')
 
 
-def tool(name):
-    """cuobjdump / nvdisasm from PATH, the CUDA tree, or the nvidia wheels."""
-    cands = [os.path.join(os.environ.get('CUDA_HOME', '/usr/local/cuda'), 'bin', name)]
-    try:
-        import nvidia
-        for p in nvidia.__path__:
-            cands.append(os.path.join(p, 'cu13', 'bin', name))
-    except ImportError:
-        pass
-    for c in cands:
-        if os.access(c, os.X_OK):
-            return c
-    return name
+def tools():
+    """cuobjdump (found as sass_kloop.py finds it: PATH, $CUDA_HOME/bin, the
+    wheels) and the nvdisasm beside it."""
+    cuobjdump = find_cuobjdump()
+    if cuobjdump is None:
+        sys.exit('ncu_lines: no cuobjdump (PATH, $CUDA_HOME/bin, nvidia-cuda-cuobjdump wheel)')
+    nvdisasm = os.path.join(os.path.dirname(cuobjdump), 'nvdisasm')
+    return cuobjdump, nvdisasm if os.access(nvdisasm, os.X_OK) else 'nvdisasm'
 
 
 def disasm(obj, kernel):
     """(address, chain) per instruction of the one function matching kernel;
     chain = [(file, line, inlined_at_file, inlined_at_line), ...], innermost first."""
+    cuobjdump, nvdisasm = tools()
     with tempfile.TemporaryDirectory() as d:
-        subprocess.run([tool('cuobjdump'), '-xelf', 'all', os.path.abspath(obj)], cwd=d, check=True,
+        subprocess.run([cuobjdump, '-xelf', 'all', os.path.abspath(obj)], cwd=d, check=True,
                        stdout=subprocess.DEVNULL)
         cubins = [f for f in os.listdir(d) if f.endswith('.cubin')]
         for cb in cubins:
@@ -62,7 +61,7 @@ def disasm(obj, kernel):
             if len(idx) > 1:
                 sys.exit('ncu_lines: %r names %d kernels in %s' % (kernel, len(idx), cb))
             if idx:
-                out = subprocess.run([tool('nvdisasm'), '-gi', '-c', '-fun', idx[0], os.path.join(d, cb)],
+                out = subprocess.run([nvdisasm, '-gi', '-c', '-fun', idx[0], os.path.join(d, cb)],
                                      capture_output=True, text=True, check=True).stdout
                 break
         else:
