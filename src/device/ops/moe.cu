@@ -1968,9 +1968,9 @@ static __device__ __forceinline__ void moe_hop_store(const float *acc, char *dst
   for (int h = 0; h < 2; h++) {
     /* rows rb + 8h of the warp's 8 (lane >> 2) all past the tile's end: the
      * warp skips the half, shuffles and all (warp-uniform). At decode a
-     * tile has a few rows and only warp 0's first half stores; the
-     * unrolled half is ~75 128-byte lines of code, fetched cold each call:
-     * E = 64 decode T = 1 107.2 -> 102.0 us on an H200 (session 37) */
+     * tile has a few rows and only warp 0's first half stores; the halves
+     * skipped were ~70 128-byte lines of code an epilogue, fetched cold
+     * each call: E = 64 decode T = 1 107.5 -> 100.6 us on an H200 (session 37) */
     if (wg * 64 + warp * 16 + 8 * h >= rows) continue;
     const int row = rb + 8 * h;
     const bool live = row < rows;
