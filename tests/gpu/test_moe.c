@@ -13,7 +13,7 @@
  *   options: --every N (run configs i % N == 0 and real cases j with
  *            (j + log2 R) % N == 0), --seed S (data seed),
  *            --configs / --real / --special (run only those families;
- *            --special: the determinism, graph, layouts, trace and fault
+ *            --special: the determinism, graph, layouts, trace, decode and fault
  *            cases). Default: everything.
  *
  * Two families of cases per world size, then the special cases.
@@ -130,7 +130,9 @@
  * large and with a tiny loom_moe_set_trace buffer, y bitwise equal each
  * time; the large trace checked event by event and counted per kind
  * against the routing, the tiny one for its dropped count and for no
- * store past its capacity.
+ * store past its capacity. Then the decode cases (make_decode_case): 1 to
+ * 200 tokens a rank (the last rank none) at hidden 1024-2048, ffn
+ * 1408-4096, OUT_IN, each run twice (bitwise equal y).
  *
  * A watchdog (alarm) names the case in progress and ends the process when
  * one case, replay or setup step takes longer than CASE_DEADLINE_S.
@@ -200,6 +202,8 @@ _Static_assert(LOOM_FP32 == 0 && LOOM_BF16 == 1 && LOOM_FP16 == 2,
 #define LAYOUT_DIM_H 192
 #define LAYOUT_DIM_F 320
 #define ID_TRACE 5000
+#define ID_DECODE 6000 /* + v, v < NUM_DECODE_CASES */
+#define NUM_DECODE_CASES 5
 #define TRACE_CAPACITY (1 << 18) /* events: far more than the trace case records */
 #define TRACE_TINY 5             /* the small-capacity run's capacity */
 #define TRACE_GUARD 64           /* events past it that must stay poisoned */
@@ -477,6 +481,32 @@ static moe_case make_trace_case(int R) {
   return c;
 }
 
+/* Decode case v: few tokens a rank (the last rank none) at model-sized
+ * hidden / ffn, where the other families have either small dimensions or
+ * hundreds of tokens: the expert phase's decode path on the Hopper engine
+ * (OUT_IN weights: the GEMMs with few column tasks take half-width tasks,
+ * moe.cu moe_task_cols), each dtype path, SwiGLU and plain activations,
+ * tiles of a few rows and of 100 (both consumer warpgroups), GEMM1 K from
+ * 1408 to 4096. Run twice: the second forward must give the same bits.
+ * (Session 38 tried splitting such GEMMs' K over several tasks against
+ * these cases; not kept: bench/RESULTS.md session 38.) */
+static moe_case make_decode_case(int R, int v) {
+  static const loom_dtype_t dt[NUM_DECODE_CASES] = {LOOM_BF16, LOOM_BF16, LOOM_BF16, LOOM_FP32, LOOM_FP16};
+  static const loom_activation_t act[NUM_DECODE_CASES] = {LOOM_ACT_SWIGLU, LOOM_ACT_SILU, LOOM_ACT_SWIGLU,
+                                                          LOOM_ACT_GELU, LOOM_ACT_RELU};
+  static const int H[NUM_DECODE_CASES] = {2048, 2048, 1024, 1024, 1024},
+                   F[NUM_DECODE_CASES] = {1408, 2048, 4096, 2048, 2048},
+                   k[NUM_DECODE_CASES] = {8, 8, 2, 2, 2}, E[NUM_DECODE_CASES] = {64, 64, 8, 8, 4},
+                   T[NUM_DECODE_CASES] = {1, 1, 1, 16, 200};
+  moe_case c = make_special_case(ID_DECODE + v, R, dt[v], act[v], k[v], E[v]);
+  c.H = H[v];
+  c.F = F[v];
+  c.layout = LOOM_WEIGHTS_OUT_IN;
+  for (int j = 0; j < R; j++) c.tokens[j] = j == R - 1 && R > 1 ? 0 : T[v];
+  return c;
+}
+static int is_decode(const moe_case *c) { return c->id >= ID_DECODE && c->id < ID_DECODE + NUM_DECODE_CASES; }
+
 static int is_layouts(const moe_case *c) {
   return c->id >= ID_LAYOUTS && c->id < ID_LAYOUTS + NUM_LAYOUT_CASES;
 }
@@ -558,6 +588,7 @@ static void describe(const moe_case *c, char *buf, size_t n) {
                      : c->id == ID_GRAPH       ? "graph"
                      : is_layouts(c)           ? "layouts"
                      : c->id == ID_TRACE       ? "trace"
+                     : is_decode(c)            ? "decode"
                                                : "fault";
   appendf(buf, n, &at, "%s %d", what, c->id);
   if (c->salt) appendf(buf, n, &at, " replay %d", c->salt);
@@ -587,7 +618,7 @@ static void describe(const moe_case *c, char *buf, size_t n) {
 enum { SEL_CONFIGS = 1, SEL_REAL = 2, SEL_SPECIAL = 4, SEL_ALL = 7 };
 static int g_select = SEL_ALL;
 
-#define MAX_PLAN (NUM_CONFIGS + NUM_REAL + 3 + NUM_LAYOUT_CASES)
+#define MAX_PLAN (NUM_CONFIGS + NUM_REAL + 3 + NUM_LAYOUT_CASES + NUM_DECODE_CASES)
 
 typedef struct {
   moe_case c[MAX_PLAN];
@@ -614,6 +645,7 @@ static void make_plan(int R, int fault, int every, plan_t *pl) {
     pl->c[pl->n++] = make_graph_case(R);
     for (int v = 0; v < NUM_LAYOUT_CASES; v++) pl->c[pl->n++] = make_layouts_case(R, v);
     pl->c[pl->n++] = make_trace_case(R);
+    for (int v = 0; v < NUM_DECODE_CASES; v++) pl->c[pl->n++] = make_decode_case(R, v);
   }
 }
 
@@ -2059,6 +2091,11 @@ static int run_world(rank_ctx *cs, int nlocal, int R, int fault, const plan_t *p
       rc = run_graph(cs, nlocal, R, d);
     } else if (c->id == ID_TRACE) {
       rc = run_trace(cs, nlocal, c, d);
+    } else if (is_decode(c)) {
+      rc = run_case(cs, nlocal, c, d, 2, NULL);
+      if (lead && c->id == ID_DECODE + NUM_DECODE_CASES - 1)
+        printf("  n=%d: %d decode cases (1-200 tokens a rank at hidden 1024-2048, each run twice)\n", R,
+               NUM_DECODE_CASES);
     } else if (is_layouts(c)) {
       moe_case both = *c; /* run_layouts sets the layout of each pass */
       rc = run_layouts(cs, nlocal, &both, d);
