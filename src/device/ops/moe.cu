@@ -1013,9 +1013,12 @@ static __device__ int capacity_of(const loom_moe_params &p, int T) {
  * then the slice sums [ns][E] (ns * E <= max(threads, E) <= MAX_EXPERTS) */
 #define MOE_PLACE_PART_OFF (MOE_PLACE_BASE_BYTES - 4 * LOOM_MOE_MAX_EXPERTS)
 
-/* First tile of slice s when ntiles tiles are cut into ns slices. */
+/* First tile of slice s when ntiles tiles are cut into ns slices. 32-bit
+ * (s <= ns <= the block's threads, ntiles <= 2^19: max_tokens_per_rank <=
+ * 2^24): a 64-bit division is an out-of-line subroutine of ~1.2 KB of code
+ * that place's per-tile loop called cold every call. */
 static __device__ __forceinline__ int place_lo(int s, int ns, int ntiles) {
-  return (int)((int64_t)s * ntiles / ns);
+  return (int)((unsigned)s * (unsigned)ntiles / (unsigned)ns);
 }
 
 /* Expert e's token count over tiles [tl0, tl1), eight L2 loads in flight. */
@@ -1077,7 +1080,7 @@ static __device__ void phase_place(const loom_dev_comm &c, const loom_moe_params
    * slice up to tl, one thread per (tile, expert), into `base` (dynamic
    * shared memory, MOE_PLACE_PART_OFF bytes: the gate's space, free now). */
   const int mine = bx < ntiles ? (ntiles - 1 - bx) / gx + 1 : 0;
-  const int group = max(1, (int)(MOE_PLACE_PART_OFF / (4 * (size_t)E)));
+  const int group = max(1, (int)(MOE_PLACE_PART_OFF / 4) / E); /* 32-bit (place_lo) */
   for (int j0 = 0; j0 < mine; j0 += group) {
     const int j1 = min(mine, j0 + group);
     for (int idx = threadIdx.x; idx < (j1 - j0) * E; idx += blockDim.x) {
@@ -2253,7 +2256,8 @@ static __device__ int phase_combine(const loom_dev_comm &c, const loom_moe_param
   const int ns = ntiles == 0 || ntiles >= (int)gridDim.x ? 1 : max(1, min((int)gridDim.x / ntiles, vec_per_row / COMBINE_MIN_VEC));
   for (int unit = blockIdx.x; unit < ntiles * ns; unit += gridDim.x) {
     const int tile = unit / ns, sl = unit % ns;
-    const int va = (int)((long long)vec_per_row * sl / ns), vw = (int)((long long)vec_per_row * (sl + 1) / ns) - va;
+    /* 32-bit (place_lo): vec_per_row <= 2^14 (hidden <= 2^16), ns <= the grid */
+    const int va = (int)((unsigned)vec_per_row * sl / ns), vw = (int)((unsigned)vec_per_row * (sl + 1) / ns) - va;
     const int t0 = tile * LOOM_MOE_TT, t1 = min(T_, t0 + LOOM_MOE_TT);
     tr_open(call, sh, TR_WORK, LOOM_MOE_TRACE_COMBINE, TR_NO_PEER, tile, t0, t1 - t0);
     tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_RETURN, TR_NO_PEER, tile, t0, t1 - t0);
