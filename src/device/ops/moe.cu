@@ -1013,12 +1013,14 @@ static __device__ int capacity_of(const loom_moe_params &p, int T) {
  * then the slice sums [ns][E] (ns * E <= max(threads, E) <= MAX_EXPERTS) */
 #define MOE_PLACE_PART_OFF (MOE_PLACE_BASE_BYTES - 4 * LOOM_MOE_MAX_EXPERTS)
 
-/* First tile of slice s when ntiles tiles are cut into ns slices. 32-bit
- * (s <= ns <= the block's threads, ntiles <= 2^19: max_tokens_per_rank <=
- * 2^24): a 64-bit division is an out-of-line subroutine of ~1.2 KB of code
- * that place's per-tile loop called cold every call. */
-static __device__ __forceinline__ int place_lo(int s, int ns, int ntiles) {
-  return (int)((unsigned)s * (unsigned)ntiles / (unsigned)ns);
+/* First item of slice s when n items are cut into ns slices, in 32 bits:
+ * s * n < 2^32 at every use (place: n tiles <= 2^19 since
+ * max_tokens_per_rank <= 2^24, ns <= the block's threads; combine: n
+ * 16-byte vectors of a row <= 2^14 since hidden <= 2^16, ns <= the grid).
+ * A 64-bit division is an out-of-line subroutine of ~1.2 KB of code that
+ * place's per-tile loop called cold every call. */
+static __device__ __forceinline__ int slice_lo(int s, int ns, int n) {
+  return (int)((unsigned)s * (unsigned)n / (unsigned)ns);
 }
 
 /* Expert e's token count over tiles [tl0, tl1), eight L2 loads in flight. */
@@ -1055,7 +1057,7 @@ static __device__ void phase_place(const loom_dev_comm &c, const loom_moe_params
   HEAD_PROBE_OPEN(201);
   for (int idx = threadIdx.x; idx < ns * E; idx += blockDim.x) {
     const int sl = idx / E, e = idx % E;
-    part[idx] = place_sum(p, e, place_lo(sl, ns, ntiles), place_lo(sl + 1, ns, ntiles));
+    part[idx] = place_sum(p, e, slice_lo(sl, ns, ntiles), slice_lo(sl + 1, ns, ntiles));
   }
   __syncthreads();
   HEAD_PROBE_CLOSE();
@@ -1080,14 +1082,14 @@ static __device__ void phase_place(const loom_dev_comm &c, const loom_moe_params
    * slice up to tl, one thread per (tile, expert), into `base` (dynamic
    * shared memory, MOE_PLACE_PART_OFF bytes: the gate's space, free now). */
   const int mine = bx < ntiles ? (ntiles - 1 - bx) / gx + 1 : 0;
-  const int group = max(1, (int)(MOE_PLACE_PART_OFF / 4) / E); /* 32-bit (place_lo) */
+  const int group = max(1, (int)(MOE_PLACE_PART_OFF / 4) / E); /* 32-bit (slice_lo) */
   for (int j0 = 0; j0 < mine; j0 += group) {
     const int j1 = min(mine, j0 + group);
     for (int idx = threadIdx.x; idx < (j1 - j0) * E; idx += blockDim.x) {
       const int e = idx % E, tl = bx + (j0 + idx / E) * gx;
       int sl = 0, run = 0;
-      while (place_lo(sl + 1, ns, ntiles) <= tl) run += part[sl++ * E + e];
-      base[idx] = run + place_sum(p, e, place_lo(sl, ns, ntiles), tl);
+      while (slice_lo(sl + 1, ns, ntiles) <= tl) run += part[sl++ * E + e];
+      base[idx] = run + place_sum(p, e, slice_lo(sl, ns, ntiles), tl);
     }
     __syncthreads();
     for (int j = j0; j < j1; j++) {
@@ -2256,8 +2258,7 @@ static __device__ int phase_combine(const loom_dev_comm &c, const loom_moe_param
   const int ns = ntiles == 0 || ntiles >= (int)gridDim.x ? 1 : max(1, min((int)gridDim.x / ntiles, vec_per_row / COMBINE_MIN_VEC));
   for (int unit = blockIdx.x; unit < ntiles * ns; unit += gridDim.x) {
     const int tile = unit / ns, sl = unit % ns;
-    /* 32-bit (place_lo): vec_per_row <= 2^14 (hidden <= 2^16), ns <= the grid */
-    const int va = (int)((unsigned)vec_per_row * sl / ns), vw = (int)((unsigned)vec_per_row * (sl + 1) / ns) - va;
+    const int va = slice_lo(sl, ns, vec_per_row), vw = slice_lo(sl + 1, ns, vec_per_row) - va;
     const int t0 = tile * LOOM_MOE_TT, t1 = min(T_, t0 + LOOM_MOE_TT);
     tr_open(call, sh, TR_WORK, LOOM_MOE_TRACE_COMBINE, TR_NO_PEER, tile, t0, t1 - t0);
     tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_RETURN, TR_NO_PEER, tile, t0, t1 - t0);
