@@ -91,6 +91,9 @@ struct moe_cfg {
 };
 static_assert(LOOM_MOE_BM == tile_cfg::BM && LOOM_MOE_BN == tile_cfg::BN,
               "moe.h tile sizes are the tile engine's");
+/* Rows a local expert may have for its call to run on the swapped decode
+ * tile (moe_hop_consumer_swap): its token rows are wgmma's N */
+#define MOE_SWAP_ROWS 16
 
 /* A block's trace state (loom.h "In-kernel trace"); only thread 0 touches
  * it. open[TR_WORK] is the open work slice, open[TR_WAIT] the open wait
@@ -116,6 +119,7 @@ struct moe_shared {
   int soff[LOOM_MOE_MAX_EXPERTS];   /* [R][El] (s, le)'s first row among the rows s sent here */
   int tp[LOOM_MOE_MAX_EXPERTS + 1]; /* [El + 1] cumulative row tiles per local expert */
   int scan[32];                     /* block_scan's warp totals */
+  int swap;                         /* moe_counts: this call's experts run on the swapped decode tile */
   moe_trace_sh tr;                  /* trace batch (tracing on only) */
   int value;                        /* broadcast slot */
 };
@@ -1299,14 +1303,18 @@ static __device__ int moe_counts(const loom_dev_comm &c, const loom_moe_params &
   /* base_me(le) is roff[me * El + le] of the sender-side scan: keep it in tp */
   for (int le = threadIdx.x; le < El; le += blockDim.x) sh.tp[le] = sh.roff[me * El + le];
   __syncthreads();
+  int big = 0; /* a local expert of this thread has more rows than the swapped tile takes */
   for (int le = threadIdx.x; le < El; le += blockDim.x) {
     int run = sh.tp[le];
     for (int s = 0; s < R; s++) {
       sh.roff[s * El + le] = run;
       run += sh.rc[s * El + le];
     }
+    big |= run - sh.tp[le] > MOE_SWAP_ROWS;
     sh.tp[le] = (run - sh.tp[le] + LOOM_MOE_BM - 1) / LOOM_MOE_BM; /* tiles of le */
   }
+  const int swap = __syncthreads_or(big) == 0 && p.swap;
+  if (threadIdx.x == 0) sh.swap = swap;
   seg_scan(sh.soff, R, El, sh.scan);
   if (threadIdx.x == 0) {
     int tiles = 0;
@@ -1742,6 +1750,33 @@ template <int MATH> struct moe_hop;
 template <> struct moe_hop<TILE_BF16> { typedef hop_cfg<HOP_BF16, 128, 256, 4, HOP_ML_COOP> cfg; };
 template <> struct moe_hop<TILE_FP16> { typedef hop_cfg<HOP_FP16, 128, 256, 4, HOP_ML_COOP> cfg; };
 template <> struct moe_hop<TILE_TF32> { typedef hop_cfg<HOP_TF32, 128, 256, 4, HOP_ML_COOP> cfg; };
+/* The swapped decode tile (docs/tile.md "v9"): 128 weight rows are wgmma's
+ * M (each consumer WG 64), the tile's <= MOE_SWAP_ROWS token rows its N,
+ * so a stage is 16 KB of weights + 2 KB of rows and MOE_SWAP_STAGES of them
+ * fit where the 128 x 256 tile keeps 4 of 48 KB: 160 KB of weights in
+ * flight an SM instead of 64 KB (half-width tasks) or 128 KB. */
+#define MOE_SWAP_STAGES 10
+template <int MATH> struct moe_swap {
+  typedef hop_cfg<moe_hop<MATH>::cfg::dtype, 128, MOE_SWAP_ROWS, MOE_SWAP_STAGES, HOP_ML_COOP, 1, 1,
+                  HOP_EPI_DIRECT, 1>
+      cfg;
+};
+/* the swapped tile's outputs, [MOE_SWAP_ROWS][MOE_SWAP_PITCH] fp32 in its
+ * configuration's staging place (both WGs' 128 columns a row; + 4 floats:
+ * a warp's 32 writes of one register hit 32 banks) */
+#define MOE_SWAP_PITCH 132
+#define MOE_HOP_BAR_SWAP HOP_BAR_SWAP /* named barrier: both consumer WGs around the transpose */
+/* task words and records for the deeper of the two rings */
+#define MOE_TASK_SLOTS MOE_SWAP_STAGES
+template <int MATH> struct moe_rings {
+  typedef typename moe_hop<MATH>::cfg L;
+  typedef typename moe_swap<MATH>::cfg S;
+  static_assert(L::STAGES <= MOE_TASK_SLOTS && S::STAGES <= MOE_TASK_SLOTS, "task words of either ring");
+  static_assert(S::dg_offset <= L::dg_offset, "the swapped ring ends where the 128 x 256 one does");
+  static_assert(S::stg_bytes >= MOE_SWAP_ROWS * MOE_SWAP_PITCH * 4 && S::CN == 128 && S::CM == MOE_SWAP_ROWS,
+                "the transpose fits the swapped configuration's staging");
+  static_assert(MOE_SWAP_ROWS * 128 / 8 <= 256, "one 8-column chunk a consumer thread (moe_swap_store)");
+};
 #define MOE_HOP_THREADS 384
 static_assert(LOOM_MOE_TT <= GATE_TPW * (MOE_HOP_THREADS / 32), "gate_tokens covers a tile's tokens");
 static_assert(MOE_HOP_THREADS / 32 <= GATE_MAX_WARPS && moe_cfg::warps <= GATE_MAX_WARPS &&
@@ -1836,6 +1871,7 @@ static __device__ __forceinline__ moe_task moe_rec_get(const volatile int32_t *r
 struct moe_maps {
   CUtensorMap a0, b0, a1, b1;
   CUtensorMap b0h, b1h; /* half-width tasks' boxes (moe_task_cols): 128 weight rows, SwiGLU's GEMM0 64 + 64 */
+  CUtensorMap a0s, a1s; /* the swapped tile's row boxes: MOE_SWAP_ROWS rows of a0's, a1's tensors */
 };
 
 /* A call's expert tasks: hc h columns a GEMM0 task (nF of them a row
@@ -1861,11 +1897,12 @@ struct moe_cols {
   int half0, half1; /* GEMM0's, GEMM1's tasks are half-width */
 };
 template <class CFG>
-static __device__ __forceinline__ moe_cols moe_task_cols(const loom_moe_params &p, int ntl) {
+static __device__ __forceinline__ moe_cols moe_task_cols(const loom_moe_params &p, int ntl, int swap) {
   moe_cols r;
   const int hc = p.gated ? CFG::BN / 2 : CFG::BN, G = (int)gridDim.x;
-  r.half0 = p.narrow && 2 * ntl * ((p.F + hc - 1) / hc) <= G;
-  r.half1 = p.narrow && 2 * ntl * ((p.H + CFG::BN - 1) / CFG::BN) <= G;
+  /* the swapped tile's tasks are 128 weight rows: half-width always */
+  r.half0 = swap || (p.narrow && 2 * ntl * ((p.F + hc - 1) / hc) <= G);
+  r.half1 = swap || (p.narrow && 2 * ntl * ((p.H + CFG::BN - 1) / CFG::BN) <= G);
   r.hc = r.half0 ? hc / 2 : hc;
   r.cw = r.half1 ? CFG::BN / 2 : CFG::BN;
   r.nF = (p.F + r.hc - 1) / r.hc;
@@ -1905,26 +1942,30 @@ static __device__ int moe_hop_producer(const loom_dev_comm &c, const loom_moe_pa
     task_of[stage] = ticket;
     moe_rec_put(rec + (m++ % (CFG::STAGES + 1)) * MOE_REC_WORDS, t);
     sm.flag[stage] = 0u;
-    const int half = t.gemm ? cols.half1 : cols.half0;
-    const CUtensorMap *ma = t.gemm ? &maps.a1 : &maps.a0;
+    const int half = t.gemm ? cols.half1 : cols.half0; /* always, swapped (moe_task_cols) */
+    const CUtensorMap *ma = t.gemm ? (CFG::swap ? &maps.a1s : &maps.a1) : (CFG::swap ? &maps.a0s : &maps.a0);
     const CUtensorMap *mb = t.gemm ? (half ? &maps.b1h : &maps.b1) : (half ? &maps.b0h : &maps.b0);
     const int nkb = (t.gemm ? p.F : p.H) / CFG::BK;
     /* B rows of the two boxes of SwiGLU's GEMM0 (gate, up: 128 rows each,
      * 64 in a half-width task; up at the stage's row 128 either way, so
-     * the epilogue pairs column j with j + 128), or b0 of the one box
-     * (256 rows, 128 half-width; make_maps: one TMA instruction less a
-     * stage). A stage's B bytes: 128 per weight row. */
+     * the epilogue pairs column j with j + 128; the swapped tile's at its
+     * weight row 64, WG 1's), or b0 of the one box (256 rows, 128
+     * half-width; make_maps: one TMA instruction less a stage). A stage's
+     * weight bytes: 128 per weight row. The swapped tile's rows go to the
+     * ring's B slot and its weights to the A slot (wgmma's M). */
     const int two_boxes = t.gemm == 0 && p.gated;
     const int b0 = t.gemm ? t.le * p.H + t.nb * cols.cw : t.le * f1 + t.nb * hc, b1 = b0 + p.F;
-    const uint32_t stage_tx = CFG::a_stage_bytes + 128u * (uint32_t)(t.gemm ? cols.cw : p.gated ? 2 * hc : hc);
+    constexpr int rows_bytes = CFG::swap ? CFG::b_stage_bytes : CFG::a_stage_bytes, up_row = CFG::swap ? 64 : CFG::BN / 2;
+    const uint32_t stage_tx = rows_bytes + 128u * (uint32_t)(t.gemm ? cols.cw : p.gated ? 2 * hc : hc);
     for (int kb = 0; kb < nkb; kb++) {
       if (kb > 0) hop_mbar_wait(&sm.empty[stage], phase ^ 1);
       ptx_mbar_arrive_expect_tx(&sm.full[stage], stage_tx);
       const int kc = kb * CFG::BK;
-      ptx_tma_load_2d(sm.a + stage * CFG::a_stage_bytes, ma, &sm.full[stage], kc, (int)t.row0);
-      uint8_t *bs = sm.b + stage * CFG::b_stage_bytes;
+      uint8_t *const as = CFG::swap ? sm.b + stage * CFG::b_stage_bytes : sm.a + stage * CFG::a_stage_bytes;
+      uint8_t *const bs = CFG::swap ? sm.a + stage * CFG::a_stage_bytes : sm.b + stage * CFG::b_stage_bytes;
+      ptx_tma_load_2d(as, ma, &sm.full[stage], kc, (int)t.row0);
       ptx_tma_load_2d(bs, mb, &sm.full[stage], kc, b0); /* the task's rows, or its gate rows */
-      if (two_boxes) ptx_tma_load_2d(bs + (CFG::BN / 2) * 128, mb, &sm.full[stage], kc, b1); /* up rows */
+      if (two_boxes) ptx_tma_load_2d(bs + up_row * 128, mb, &sm.full[stage], kc, b1); /* up rows */
       if (++stage == CFG::STAGES) {
         stage = 0;
         phase ^= 1;
@@ -2014,6 +2055,55 @@ static __device__ __forceinline__ void moe_hop_store_h(int act, const float *acc
   }
 }
 
+/* The swapped tile's epilogue, both consumer WGs (256 threads): the
+ * accumulators (thread (WG wg, warp w, lane l) acc[4 j + 2 h + e] = weight
+ * row 64 wg + 16 w + l / 4 + 8 h of the task, token row 8 j + 2 (l % 4) + e)
+ * go to S as [token row][weight row] (MOE_SWAP_PITCH), then each thread
+ * stores one 8-column chunk of one row: GEMM0's h with the activation
+ * (SwiGLU: gate rows 0-63, up rows 64-127 of the task), GEMM1's back to the
+ * row's source (ret_row). A loop of a few lines, not the 128 x 256 tile's
+ * unrolled fragment walk: at decode the code a call runs is fetched cold
+ * (docs/moe_v2.md "Session 37"). The barrier before the writes keeps them
+ * behind the previous task's reads. */
+template <typename T> static __device__ __forceinline__ void moe_store8(T *d, const float (&x)[8]) {
+  if constexpr (sizeof(T) == 4) {
+    ((float4 *)d)[0] = make_float4(x[0], x[1], x[2], x[3]);
+    ((float4 *)d)[1] = make_float4(x[4], x[5], x[6], x[7]);
+  } else {
+    uint32_t w[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) hop_store2((T *)&w[j], x[2 * j], x[2 * j + 1]);
+    *(uint4 *)d = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+template <int DT>
+static __device__ __forceinline__ void moe_swap_store(const loom_dev_comm &c, const loom_moe_params &p,
+                                                      const moe_shared &sh, const float *acc, float *S,
+                                                      const moe_task &t, const moe_cols &cols) {
+  typedef typename elem<DT>::T T;
+  const int tid = moe_fresh((int)threadIdx.x), lane = tid & 31, warp = tid >> 5, q = lane & 3;
+  ptx_named_bar_sync(MOE_HOP_BAR_SWAP, 256);
+#pragma unroll
+  for (int i = 0; i < 8; i++)
+    S[(8 * (i >> 2) + 2 * q + (i & 1)) * MOE_SWAP_PITCH + 16 * warp + (lane >> 2) + 8 * ((i >> 1) & 1)] = acc[i];
+  ptx_named_bar_sync(MOE_HOP_BAR_SWAP, 256);
+  const int pair = t.gemm == 0 && p.gated; /* SwiGLU: 64 outputs a row, 8 chunks */
+  const int lg = pair ? 3 : 4, r = tid >> lg, g = tid & ((1 << lg) - 1);
+  const int c0 = t.nb * (t.gemm ? cols.cw : cols.hc);
+  const int ncols = t.gemm ? min(cols.cw, p.H - c0) : min(cols.hc, p.F - c0);
+  if (r >= t.rows || 8 * g >= ncols) return;
+  const float *src = S + r * MOE_SWAP_PITCH + 8 * g;
+  float x[8];
+#pragma unroll
+  for (int k = 0; k < 8; k++) {
+    const float v = src[k];
+    x[k] = t.gemm ? v : pair ? act_apply(LOOM_ACT_SILU, v) * src[64 + k] : act_apply(p.act, v);
+  }
+  T *d = t.gemm ? (T *)(ret_row(c, p, sh, t.le, (int)t.row0 + r, t.s) + (size_t)c0 * sizeof(T))
+                : (T *)p.h + (t.row0 + r) * p.F + c0;
+  moe_store8(d + 8 * g, x);
+}
+
 /* A consumer warp posts its n-th finished task (ticket, or -1 at the end)
  * to the signaler. Every lane of the warp calls it after its stores. */
 static __device__ __forceinline__ void moe_sig_post(const moe_sig &sg, int n, int ticket) {
@@ -2046,7 +2136,8 @@ template <class CFG, int DT>
 static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_params &p,
                                         const loom_moe_call &call, moe_shared &sh, const hop_smem &sm,
                                         volatile int32_t *task_of, const volatile int32_t *rec,
-                                        const moe_sig &sg, uint64_t epoch, int wg, const moe_cols &cols) {
+                                        const moe_sig &sg, uint64_t epoch, int wg, const moe_cols &cols,
+                                        float *swap_s) {
   typedef typename elem<DT>::T T;
   const int hc = cols.hc;
   const uint64_t da0 = hop_desc(sm.a + wg * 64 * 128), db0 = hop_desc(sm.b);
@@ -2070,11 +2161,14 @@ static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_p
     ht.kb0 = 0;
     ht.kb1 = (r[MOE_REC_GEMM] ? p.F : p.H) / CFG::BK;
     /* a tile of <= 64 rows (an expert's last, and every tile at decode):
-     * WG 1 has no live row, WG 0 runs it alone (half the tensor-core work) */
-    const int idle = wg == 1 && r[MOE_REC_ROWS] <= 64;
+     * WG 1 has no live row, WG 0 runs it alone (half the tensor-core work);
+     * the swapped tile's WGs take half the weight rows each */
+    const int idle = !CFG::swap && wg == 1 && r[MOE_REC_ROWS] <= 64;
     hop_mainloop_w1<CFG>(acc, sm, da0, db0, ht, stage, phase, HOP_BAR_ORDER, 0, idle);
     const moe_task t = moe_rec_get(r); /* the epilogue's fields, read after the mainloop */
-    if (idle) {
+    if constexpr (CFG::swap) {
+      moe_swap_store<DT>(c, p, sh, acc, swap_s, t, cols);
+    } else if (idle) {
       /* nothing to store: every row of this WG is past the tile's end */
     } else if (t.gemm == 0) {
       const int c0 = t.nb * hc;
@@ -2116,26 +2210,26 @@ static __device__ int moe_hop_fg_pieces(const loom_dev_comm &c, const loom_moe_p
   return min(n, warps);
 }
 
-/* The phase. All MOE_HOP_THREADS threads call it; the dynamic shared memory
- * (whatever the earlier phases left there) becomes the engine's ring. */
-template <int MATH>
-static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_params &p,
-                                        const loom_moe_call &call, moe_shared &sh, uint64_t epoch,
-                                        uint8_t *smem, const moe_maps &maps, int fg) {
-  typedef typename moe_hop<MATH>::cfg CFG;
-  constexpr int DT = math_dtype<MATH>::dt;
-  static_assert(CFG::threads == MOE_HOP_THREADS, "block = 2 consumer WGs + the producer WG");
-  uint8_t *base = hop_smem_base(smem);
-  const hop_smem sm = hop_smem_ring<CFG>(base);
-  volatile int32_t *task_of = (volatile int32_t *)(base + CFG::dg_offset);
-  static_assert((CFG::dg_offset + 4 * CFG::STAGES) % 8 == 0, "signal barriers are 8-aligned");
+/* The phase's roles on ring RCFG: the 128 x 256 tile (RCFG = LCFG) or the
+ * swapped decode tile (moe_swap). The task words, signal ring and records
+ * sit after LCFG's ring for either (moe_rings); the task columns are
+ * LCFG's (moe_task_cols). Two instantiations, one chosen per call, so the
+ * common path's code and registers are what they were without the swapped
+ * one (a branch inside the roles made the prefill's experts ~1% slower). */
+template <class RCFG, class LCFG, int DT>
+static __device__ int moe_hop_roles(const loom_dev_comm &c, const loom_moe_params &p, const loom_moe_call &call,
+                                    moe_shared &sh, uint64_t epoch, uint8_t *base, const moe_maps &maps, int fg) {
+  static_assert(RCFG::threads == MOE_HOP_THREADS, "block = 2 consumer WGs + the producer WG");
+  const hop_smem sm = hop_smem_ring<RCFG>(base);
+  volatile int32_t *task_of = (volatile int32_t *)(base + LCFG::dg_offset);
+  static_assert((LCFG::dg_offset + 4 * MOE_TASK_SLOTS) % 8 == 0, "signal barriers are 8-aligned");
   moe_sig sg;
-  sg.full = (uint64_t *)(base + CFG::dg_offset + 4 * CFG::STAGES);
+  sg.full = (uint64_t *)(base + LCFG::dg_offset + 4 * MOE_TASK_SLOTS);
   sg.free = sg.full + MOE_SIG;
   sg.ticket = (volatile int32_t *)(sg.free + MOE_SIG);
   volatile int32_t *rec = sg.ticket + MOE_SIG;
   if (threadIdx.x == 0) {
-    hop_ring_init<CFG>(sm);
+    hop_ring_init<RCFG>(sm);
     for (int i = 0; i < MOE_SIG; i++) {
       ptx_mbar_init(&sg.full[i], MOE_SIG_ARRIVALS);
       ptx_mbar_init(&sg.free[i], 1);
@@ -2146,7 +2240,7 @@ static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_p
   ptx_fence_proxy_async();
   __syncthreads();
   const int ntl = sh.tp[p.El];
-  const moe_cols cols = moe_task_cols<CFG>(p, ntl);
+  const moe_cols cols = moe_task_cols<LCFG>(p, ntl, RCFG::swap);
   const int total = ntl * (cols.nF + cols.nH);
   const int wg = threadIdx.x / 128;
   int failed = 0;
@@ -2154,22 +2248,39 @@ static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_p
     loom_wait_fail fail;
     ptx_setmaxnreg_dec<MOE_PRODUCER_REGS>();
     if ((threadIdx.x & 127) == 0)
-      failed = moe_hop_producer<CFG>(c, p, sh, sm, task_of, rec, maps, epoch, total, cols, &fail);
+      failed = moe_hop_producer<RCFG>(c, p, sh, sm, task_of, rec, maps, epoch, total, cols, &fail);
     else if ((threadIdx.x & 127) == 32)
       moe_hop_signaler(c, p, sh, sg, epoch, cols);
     else if ((threadIdx.x & 127) >= 64)
       moe_dispatch_warp<MOE_BG_U>(c, p, call, sh, fg, 1); /* warps 2, 3: the pieces
                                                                                phase_dispatch left */
     ptx_named_bar_sync(MOE_HOP_BAR_PRODUCER, 128); /* the whole WG back together */
-    ptx_setmaxnreg_inc<CFG::entry_regs>();
+    ptx_setmaxnreg_inc<RCFG::entry_regs>();
     if (failed) loom_wait_settle(c, fail); /* out of line: only at the full budget */
   } else {
     ptx_setmaxnreg_inc<MOE_CONSUMER_REGS>();
-    moe_hop_consumer<CFG, DT>(c, p, call, sh, sm, task_of, rec, sg, epoch, wg, cols);
-    ptx_setmaxnreg_dec<CFG::entry_regs>();
+    moe_hop_consumer<RCFG, DT>(c, p, call, sh, sm, task_of, rec, sg, epoch, wg, cols,
+                               RCFG::swap ? (float *)(base + RCFG::stg_offset) : NULL);
+    ptx_setmaxnreg_dec<RCFG::entry_regs>();
   }
   /* every stage this block filled has been consumed: the memory is free */
   return !__syncthreads_or(failed);
+}
+
+/* The phase. All MOE_HOP_THREADS threads call it; the dynamic shared memory
+ * (whatever the earlier phases left there) becomes the engine's ring.
+ * sh.swap (moe_counts, read past its last barrier) picks the ring. */
+template <int MATH>
+static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_params &p,
+                                        const loom_moe_call &call, moe_shared &sh, uint64_t epoch,
+                                        uint8_t *smem, const moe_maps &maps, int fg) {
+  typedef typename moe_hop<MATH>::cfg CFG;
+  typedef typename moe_swap<MATH>::cfg SCFG;
+  constexpr int DT = math_dtype<MATH>::dt;
+  static_assert(sizeof(moe_rings<MATH>) > 0, "the two rings share the memory");
+  uint8_t *base = hop_smem_base(smem);
+  if (sh.swap) return moe_hop_roles<SCFG, CFG, DT>(c, p, call, sh, epoch, base, maps, fg);
+  return moe_hop_roles<CFG, CFG, DT>(c, p, call, sh, epoch, base, maps, fg);
 }
 
 /* ---- phase 5: combine ---------------------------------------------------------------- */
@@ -2427,7 +2538,12 @@ static cudaError_t make_maps(const loom_moe_params *p, int hdt, moe_maps *m) {
   if ((e = hop_make_map(&m->b0h, hdt, p->w1, (uint64_t)p->El * f1, p->H, p->H, bk, p->gated ? 64 : 128)) !=
       cudaSuccess)
     return e;
-  return hop_make_map(&m->b1h, hdt, p->w2, (uint64_t)p->El * p->H, p->F, p->F, bk, 128);
+  if ((e = hop_make_map(&m->b1h, hdt, p->w2, (uint64_t)p->El * p->H, p->F, p->F, bk, 128)) != cudaSuccess) return e;
+  /* the swapped tile's rows (moe_swap) */
+  if ((e = hop_make_map(&m->a0s, hdt, p->win_base + p->disp_off, rows, p->H, p->row_bytes / es, bk,
+                        MOE_SWAP_ROWS)) != cudaSuccess)
+    return e;
+  return hop_make_map(&m->a1s, hdt, p->h, rows, p->F, p->F, bk, MOE_SWAP_ROWS);
 }
 
 struct loom_moe_plan {
@@ -2448,7 +2564,7 @@ static cudaError_t plan_parts(const loom_dev_comm *c, loom_moe_params *p, loom_m
   if constexpr (HOP) {
     typedef typename moe_hop<MATH>::cfg CFG;
     /* alignment slack, ring, task words, signal ring, task records */
-    smem = 1024 + CFG::dg_offset + 4 * CFG::STAGES + MOE_SIG_BYTES + 4 * MOE_REC_WORDS * (CFG::STAGES + 1);
+    smem = 1024 + CFG::dg_offset + 4 * MOE_TASK_SLOTS + MOE_SIG_BYTES + 4 * MOE_REC_WORDS * (MOE_TASK_SLOTS + 1);
     if ((e = make_maps(p, CFG::dtype, &pl->maps)) != cudaSuccess) return e;
   }
   /* gate: logits of a tile, the warps' partials, then every warp's ring:
@@ -2525,6 +2641,7 @@ extern "C" cudaError_t loom_moe_plan_create(const loom_dev_comm *c, loom_moe_par
   if (moe_env_int("LOOM_MOE_GATE_JOBS", 1) == 0) p->gate_part_units = 0; /* no gate jobs (phase_gate) */
   p->gate_fin_parts = moe_env_int("LOOM_MOE_GATE_FIN_PARTS", GATE_FIN_PARTS); /* gate_jobs' finishers a tile */
   p->narrow = moe_env_int("LOOM_MOE_NARROW", 1) != 0; /* half-width expert tasks where few (moe_task_cols) */
+  p->swap = moe_env_int("LOOM_MOE_SWAP", 1) != 0; /* decode experts on the swapped tile (moe_counts) */
   loom_moe_plan *pl = new (std::nothrow) loom_moe_plan; /* aligned new: the maps are 64-aligned */
   if (pl == NULL) return cudaErrorMemoryAllocation;
   const int hop = use_hopper(p);

@@ -108,6 +108,7 @@ typedef struct {
   int gate_part_units; /* units (tile, pass of 16 experts) gate_part holds: gate jobs run where a call has no more */
   int gate_fin_parts;  /* blocks that finish a tile of gate jobs, a share of its tokens each (<= 0: 1; moe.cu gate_jobs) */
   int narrow;          /* 1: a GEMM whose tasks fill at most half the grid takes half-width tasks (moe.cu moe_task_cols) */
+  int swap;            /* 1: a call whose local experts have <= MOE_SWAP_ROWS rows each runs them on the swapped decode tile (moe.cu moe_hop_consumer_swap) */
   int32_t *kept;       /* [E] kept rows per expert (this source) */
   int32_t *row_token;  /* [R][Cs] token of each row sent, per destination */
   void *h;             /* [DR][F] FFN intermediate, dtype, rows as dispatch */
