@@ -208,7 +208,7 @@ static void human_bytes(double b, char *out, size_t n) {
  * beside the window), in one table so their sizes, the allocation and the
  * release cannot drift apart. The intermediate h dominates: one row of ffn
  * per received row slot. */
-#define MOE_NUM_BUFFERS 16
+#define MOE_NUM_BUFFERS 17
 typedef struct {
   void **ptr;
   size_t bytes;
@@ -244,6 +244,7 @@ static void private_buffers(loom_moe_params *p, moe_buffer b[MOE_NUM_BUFFERS]) {
       {(void **)&p->done0, ndone * sizeof(uint32_t)},
       {(void **)&p->done1, ndone * sizeof(uint32_t)},
       {(void **)&p->ticket, 2 * sizeof(uint32_t)},
+      {(void **)&p->split_cnt, LOOM_MOE_SPLIT_PAIRS * sizeof(uint32_t)},
       {(void **)&p->trace, sizeof(uint64_t) * 5 * LOOM_MOE_MAX_BLOCKS},
       {(void **)&p->tr_state, sizeof(loom_moe_trace_state)},
   };

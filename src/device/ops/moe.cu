@@ -92,8 +92,10 @@ struct moe_cfg {
 static_assert(LOOM_MOE_BM == tile_cfg::BM && LOOM_MOE_BN == tile_cfg::BN,
               "moe.h tile sizes are the tile engine's");
 /* Rows a local expert may have for its call to run on the swapped decode
- * tile (moe_hop_consumer_swap): its token rows are wgmma's N */
+ * tile (moe_hop_consumer, moe_swap): its token rows are wgmma's N */
 #define MOE_SWAP_ROWS 16
+#define MOE_SWAP_PART_BYTES (MOE_SWAP_ROWS * 128 * 4) /* a task's fp32 outputs (K shares' partials) */
+#define MOE_SPLIT_MAX 4                               /* K shares of a swapped GEMM1 task at most */
 
 /* A block's trace state (loom.h "In-kernel trace"); only thread 0 touches
  * it. open[TR_WORK] is the open work slice, open[TR_WAIT] the open wait
@@ -972,6 +974,7 @@ static __device__ void phase_gate(const loom_dev_comm &c, const loom_moe_params 
     p.done0[i] = 0;
     p.done1[i] = 0;
   }
+  for (size_t i = gt; i < (size_t)LOOM_MOE_SPLIT_PAIRS; i += gn) p.split_cnt[i] = 0;
   uint32_t *ready = (uint32_t *)loom_local_ptr(c, p.ready_off);
   uint32_t *back = (uint32_t *)loom_local_ptr(c, p.back_off);
   for (size_t i = gt; i < (size_t)p.NT; i += gn) ready[i] = 0;
@@ -1523,6 +1526,7 @@ struct moe_task {
   int s;       /* source of the tile's first row (trace; ret_row scans from it) */
   int le, tl, rows, nb;
   int dep;     /* the tile's index in the dispatch region (row0 / 128) */
+  int ks;      /* GEMM1's K share (swapped tile split over K, moe_task_cols: ks shares) */
   size_t row0; /* first row in the dispatch region / h of the tile */
 };
 
@@ -1540,13 +1544,20 @@ static __host__ __device__ __forceinline__ void moe_raster(int o, int nt, int nc
   *tl = band * raster + r % rows;
 }
 
+/* ks > 1: each GEMM1 task is ks tasks, one a K share, adjacent tickets */
 static __host__ __device__ __forceinline__ moe_task moe_decode(const loom_dev_comm &c, const loom_moe_params &p,
-                                                               const moe_shared &sh, int ticket, int nF, int nH) {
+                                                               const moe_shared &sh, int ticket, int nF, int nH,
+                                                               int ks = 1) {
   moe_task t;
   const int El = p.El, R = p.R, n0 = sh.tp[El] * nF;
   t.gemm = ticket >= n0;
   const int nc = t.gemm ? nH : nF;
-  const int g = t.gemm ? ticket - n0 : ticket; /* task number within its GEMM */
+  int g = t.gemm ? ticket - n0 : ticket; /* task number within its GEMM */
+  t.ks = 0;
+  if (t.gemm && ks > 1) {
+    t.ks = g % ks;
+    g /= ks;
+  }
   const int tile_g = g / nc;                   /* an expert's tasks are contiguous: its first tile's */
   int lo = 0, h = El - 1;                      /* last le with tp[le] <= tile_g */
   while (lo < h) {
@@ -1839,7 +1850,7 @@ struct moe_sig {
  * i.e. after the consumers' epilogue of task m. */
 enum { /* a record's words */
   MOE_REC_GEMM, MOE_REC_S, MOE_REC_LE, MOE_REC_TL, MOE_REC_ROWS, MOE_REC_NB, MOE_REC_DEP, MOE_REC_ROW0,
-  MOE_REC_WORDS
+  MOE_REC_KS, MOE_REC_WORDS
 };
 static __device__ __forceinline__ void moe_rec_put(volatile int32_t *r, const moe_task &t) {
   r[MOE_REC_GEMM] = t.gemm;
@@ -1850,6 +1861,7 @@ static __device__ __forceinline__ void moe_rec_put(volatile int32_t *r, const mo
   r[MOE_REC_NB] = t.nb;
   r[MOE_REC_DEP] = t.dep;
   r[MOE_REC_ROW0] = (int32_t)t.row0; /* < DR rows (int) */
+  r[MOE_REC_KS] = t.ks;
 }
 static __device__ __forceinline__ moe_task moe_rec_get(const volatile int32_t *r) {
   moe_task t;
@@ -1861,6 +1873,7 @@ static __device__ __forceinline__ moe_task moe_rec_get(const volatile int32_t *r
   t.nb = r[MOE_REC_NB];
   t.dep = r[MOE_REC_DEP];
   t.row0 = (size_t)r[MOE_REC_ROW0];
+  t.ks = r[MOE_REC_KS];
   return t;
 }
 
@@ -1895,6 +1908,7 @@ struct moe_maps {
 struct moe_cols {
   int hc, cw, nF, nH;
   int half0, half1; /* GEMM0's, GEMM1's tasks are half-width */
+  int ks;           /* GEMM1's K shares (swapped tile only; 1: none) */
 };
 template <class CFG>
 static __device__ __forceinline__ moe_cols moe_task_cols(const loom_moe_params &p, int ntl, int swap) {
@@ -1907,6 +1921,18 @@ static __device__ __forceinline__ moe_cols moe_task_cols(const loom_moe_params &
   r.cw = r.half1 ? CFG::BN / 2 : CFG::BN;
   r.nF = (p.F + r.hc - 1) / r.hc;
   r.nH = (p.H + r.cw - 1) / r.cw;
+  /* The swapped tile's GEMM1 over K shares where its tasks fill at most
+   * half the grid (few experts with long ffn: Mixtral-like decode has 64
+   * GEMM1 tasks of K = 14336, one expert on 8 GPUs 32): as many shares as
+   * the grid holds, up to MOE_SPLIT_MAX, >= 8 k-blocks a share, and only as
+   * many as the tile's free rows of h keep the partials of (moe_swap_store) */
+  r.ks = 1;
+  const int t1 = ntl * r.nH;
+  if (swap && p.split && t1 > 0 && 2 * t1 <= G) {
+    const int room = (LOOM_MOE_BM - MOE_SWAP_ROWS) * p.F * p.es / (MOE_SWAP_PART_BYTES * r.nH);
+    r.ks = min(min(MOE_SPLIT_MAX, G / t1), min(room, p.F / (8 * CFG::BK)));
+    if (r.ks < 2) r.ks = 1;
+  }
   return r;
 }
 
@@ -1927,7 +1953,7 @@ static __device__ int moe_hop_producer(const loom_dev_comm &c, const loom_moe_pa
     int ok = 1;
     moe_task t;
     if (ticket < total) {
-      t = moe_decode(c, p, sh, ticket, nF, nH);
+      t = moe_decode(c, p, sh, ticket, nF, nH, CFG::swap ? cols.ks : 1);
       ok = t.gemm == 0 ? loom_poll_count(c, moe_ready(c, p, t, epoch), (uint32_t)t.rows, t.s, LOOM_WAIT_ROWS,
                                          t.dep, fail)
                        : loom_poll_local_geq(c, &p.done0[t.dep], (uint32_t)nF, LOOM_WAIT_TILE_DEP, t.dep, fail);
@@ -1946,6 +1972,11 @@ static __device__ int moe_hop_producer(const loom_dev_comm &c, const loom_moe_pa
     const CUtensorMap *ma = t.gemm ? (CFG::swap ? &maps.a1s : &maps.a1) : (CFG::swap ? &maps.a0s : &maps.a0);
     const CUtensorMap *mb = t.gemm ? (half ? &maps.b1h : &maps.b1) : (half ? &maps.b0h : &maps.b0);
     const int nkb = (t.gemm ? p.F : p.H) / CFG::BK;
+    int kb0 = 0, kb1 = nkb; /* the task's k-blocks: a K share's (swapped GEMM1, moe_task_cols) */
+    if (CFG::swap && t.gemm && cols.ks > 1) {
+      kb0 = t.ks * nkb / cols.ks;
+      kb1 = (t.ks + 1) * nkb / cols.ks;
+    }
     /* B rows of the two boxes of SwiGLU's GEMM0 (gate, up: 128 rows each,
      * 64 in a half-width task; up at the stage's row 128 either way, so
      * the epilogue pairs column j with j + 128; the swapped tile's at its
@@ -1957,8 +1988,8 @@ static __device__ int moe_hop_producer(const loom_dev_comm &c, const loom_moe_pa
     const int b0 = t.gemm ? t.le * p.H + t.nb * cols.cw : t.le * f1 + t.nb * hc, b1 = b0 + p.F;
     constexpr int rows_bytes = CFG::swap ? CFG::b_stage_bytes : CFG::a_stage_bytes, up_row = CFG::swap ? 64 : CFG::BN / 2;
     const uint32_t stage_tx = rows_bytes + 128u * (uint32_t)(t.gemm ? cols.cw : p.gated ? 2 * hc : hc);
-    for (int kb = 0; kb < nkb; kb++) {
-      if (kb > 0) hop_mbar_wait(&sm.empty[stage], phase ^ 1);
+    for (int kb = kb0; kb < kb1; kb++) {
+      if (kb > kb0) hop_mbar_wait(&sm.empty[stage], phase ^ 1);
       ptx_mbar_arrive_expect_tx(&sm.full[stage], stage_tx);
       const int kc = kb * CFG::BK;
       uint8_t *const as = CFG::swap ? sm.b + stage * CFG::b_stage_bytes : sm.a + stage * CFG::a_stage_bytes;
@@ -2076,11 +2107,19 @@ template <typename T> static __device__ __forceinline__ void moe_store8(T *d, co
     *(uint4 *)d = make_uint4(w[0], w[1], w[2], w[3]);
   }
 }
+/* The swapped tile's shared memory besides its ring: the transpose S
+ * ([MOE_SWAP_ROWS][MOE_SWAP_PITCH] fp32) and a word that tells the block's
+ * consumers their K share arrived last */
+struct moe_swap_sm {
+  float *s;
+  volatile int *last;
+};
 template <int DT>
 static __device__ __forceinline__ void moe_swap_store(const loom_dev_comm &c, const loom_moe_params &p,
-                                                      const moe_shared &sh, const float *acc, float *S,
+                                                      const moe_shared &sh, const float *acc, const moe_swap_sm &ss,
                                                       const moe_task &t, const moe_cols &cols) {
   typedef typename elem<DT>::T T;
+  float *const S = ss.s;
   const int tid = moe_fresh((int)threadIdx.x), lane = tid & 31, warp = tid >> 5, q = lane & 3;
   ptx_named_bar_sync(MOE_HOP_BAR_SWAP, 256);
 #pragma unroll
@@ -2091,13 +2130,60 @@ static __device__ __forceinline__ void moe_swap_store(const loom_dev_comm &c, co
   const int lg = pair ? 3 : 4, r = tid >> lg, g = tid & ((1 << lg) - 1);
   const int c0 = t.nb * (t.gemm ? cols.cw : cols.hc);
   const int ncols = t.gemm ? min(cols.cw, p.H - c0) : min(cols.hc, p.F - c0);
-  if (r >= t.rows || 8 * g >= ncols) return;
+  const int live = r < t.rows && 8 * g < ncols;
   const float *src = S + r * MOE_SWAP_PITCH + 8 * g;
   float x[8];
+  if (t.gemm && cols.ks > 1) {
+    /* A K share: its partial goes to slot t.ks of the column block's
+     * slots, kept in the tile's rows of h past MOE_SWAP_ROWS (free in a
+     * swapped call: a tile has <= MOE_SWAP_ROWS rows and owns 128 rows of
+     * h; moe_task_cols sized ks to fit). The share that arrives last (a
+     * counter per column block, p.split_cnt, back to 0 after it) adds the
+     * slots in share order 0, 1, ..: the sum does not depend on which
+     * share finished last. */
+    float *const slots = (float *)((char *)p.h + (t.row0 + MOE_SWAP_ROWS) * p.F * sizeof(T)) +
+                         (size_t)t.nb * cols.ks * (MOE_SWAP_PART_BYTES / 4);
+    const int at = r * 128 + 8 * g; /* this thread's 8 floats in a slot */
+    if (live) {
+      float4 *d = (float4 *)(slots + t.ks * (MOE_SWAP_PART_BYTES / 4) + at);
+      d[0] = *(const float4 *)src;
+      d[1] = *(const float4 *)(src + 4);
+      __threadfence();
+    }
+    ptx_named_bar_sync(MOE_HOP_BAR_SWAP, 256);
+    if (tid == 0) {
+      uint32_t *cnt = &p.split_cnt[(sh.tp[t.le] + t.tl) * cols.nH + t.nb];
+      const int last = (int)ptx_atom_add_acq_rel_gpu_u32(cnt, 1u) + 1 == cols.ks;
+      if (last) ptx_st_relaxed_gpu_u32(cnt, 0u); /* every share arrived: nobody else touches it */
+      *ss.last = last;
+    }
+    ptx_named_bar_sync(MOE_HOP_BAR_SWAP, 256);
+    /* *ss.last is next written after the first barrier of this block's
+     * next split task, which every consumer thread reaches after this read */
+    if (!*ss.last || !live) return;
+    ptx_fence_acq_rel_gpu();
 #pragma unroll
-  for (int k = 0; k < 8; k++) {
-    const float v = src[k];
-    x[k] = t.gemm ? v : pair ? act_apply(LOOM_ACT_SILU, v) * src[64 + k] : act_apply(p.act, v);
+    for (int h = 0; h < 2; h++) {
+      float4 v = ptx_ld_cg_f4((const float4 *)(slots + at + 4 * h));
+      for (int k = 1; k < cols.ks; k++) {
+        const float4 w = ptx_ld_cg_f4((const float4 *)(slots + k * (MOE_SWAP_PART_BYTES / 4) + at + 4 * h));
+        v.x += w.x;
+        v.y += w.y;
+        v.z += w.z;
+        v.w += w.w;
+      }
+      x[4 * h] = v.x;
+      x[4 * h + 1] = v.y;
+      x[4 * h + 2] = v.z;
+      x[4 * h + 3] = v.w;
+    }
+  } else {
+    if (!live) return;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      const float v = src[k];
+      x[k] = t.gemm ? v : pair ? act_apply(LOOM_ACT_SILU, v) * src[64 + k] : act_apply(p.act, v);
+    }
   }
   T *d = t.gemm ? (T *)(ret_row(c, p, sh, t.le, (int)t.row0 + r, t.s) + (size_t)c0 * sizeof(T))
                 : (T *)p.h + (t.row0 + r) * p.F + c0;
@@ -2127,7 +2213,8 @@ static __device__ void moe_hop_signaler(const loom_dev_comm &c, const loom_moe_p
     hop_mbar_wait(&sg.full[slot], (uint32_t)(n / MOE_SIG) & 1u);
     const int ticket = sg.ticket[slot];
     if (ticket < 0) return;
-    task_done(c, p, sh, moe_decode(c, p, sh, ticket, nF, nH), nH, epoch);
+    /* a GEMM1 tile is done when every K share of its column blocks is */
+    task_done(c, p, sh, moe_decode(c, p, sh, ticket, nF, nH, cols.ks), nH * cols.ks, epoch);
     ptx_mbar_arrive(&sg.free[slot]);
   }
 }
@@ -2137,7 +2224,7 @@ static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_p
                                         const loom_moe_call &call, moe_shared &sh, const hop_smem &sm,
                                         volatile int32_t *task_of, const volatile int32_t *rec,
                                         const moe_sig &sg, uint64_t epoch, int wg, const moe_cols &cols,
-                                        float *swap_s) {
+                                        const moe_swap_sm &ss) {
   typedef typename elem<DT>::T T;
   const int hc = cols.hc;
   const uint64_t da0 = hop_desc(sm.a + wg * 64 * 128), db0 = hop_desc(sm.b);
@@ -2160,6 +2247,11 @@ static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_p
     hop_task ht;
     ht.kb0 = 0;
     ht.kb1 = (r[MOE_REC_GEMM] ? p.F : p.H) / CFG::BK;
+    if (CFG::swap && r[MOE_REC_GEMM] && cols.ks > 1) { /* a K share (moe_hop_producer) */
+      const int nkb = ht.kb1, ks = r[MOE_REC_KS];
+      ht.kb0 = ks * nkb / cols.ks;
+      ht.kb1 = (ks + 1) * nkb / cols.ks;
+    }
     /* a tile of <= 64 rows (an expert's last, and every tile at decode):
      * WG 1 has no live row, WG 0 runs it alone (half the tensor-core work);
      * the swapped tile's WGs take half the weight rows each */
@@ -2167,7 +2259,7 @@ static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_p
     hop_mainloop_w1<CFG>(acc, sm, da0, db0, ht, stage, phase, HOP_BAR_ORDER, 0, idle);
     const moe_task t = moe_rec_get(r); /* the epilogue's fields, read after the mainloop */
     if constexpr (CFG::swap) {
-      moe_swap_store<DT>(c, p, sh, acc, swap_s, t, cols);
+      moe_swap_store<DT>(c, p, sh, acc, ss, t, cols);
     } else if (idle) {
       /* nothing to store: every row of this WG is past the tile's end */
     } else if (t.gemm == 0) {
@@ -2259,8 +2351,12 @@ static __device__ int moe_hop_roles(const loom_dev_comm &c, const loom_moe_param
     if (failed) loom_wait_settle(c, fail); /* out of line: only at the full budget */
   } else {
     ptx_setmaxnreg_inc<MOE_CONSUMER_REGS>();
-    moe_hop_consumer<RCFG, DT>(c, p, call, sh, sm, task_of, rec, sg, epoch, wg, cols,
-                               RCFG::swap ? (float *)(base + RCFG::stg_offset) : NULL);
+    moe_swap_sm ss = {NULL, NULL};
+    if (RCFG::swap) {
+      ss.s = (float *)(base + RCFG::stg_offset);
+      ss.last = (volatile int *)(base + RCFG::sk_offset);
+    }
+    moe_hop_consumer<RCFG, DT>(c, p, call, sh, sm, task_of, rec, sg, epoch, wg, cols, ss);
     ptx_setmaxnreg_dec<RCFG::entry_regs>();
   }
   /* every stage this block filled has been consumed: the memory is free */
@@ -2642,6 +2738,7 @@ extern "C" cudaError_t loom_moe_plan_create(const loom_dev_comm *c, loom_moe_par
   p->gate_fin_parts = moe_env_int("LOOM_MOE_GATE_FIN_PARTS", GATE_FIN_PARTS); /* gate_jobs' finishers a tile */
   p->narrow = moe_env_int("LOOM_MOE_NARROW", 1) != 0; /* half-width expert tasks where few (moe_task_cols) */
   p->swap = moe_env_int("LOOM_MOE_SWAP", 1) != 0; /* decode experts on the swapped tile (moe_counts) */
+  p->split = moe_env_int("LOOM_MOE_SPLIT", 1) != 0; /* its GEMM1 over K shares where few (moe_task_cols) */
   loom_moe_plan *pl = new (std::nothrow) loom_moe_plan; /* aligned new: the maps are 64-aligned */
   if (pl == NULL) return cudaErrorMemoryAllocation;
   const int hop = use_hopper(p);

@@ -61,6 +61,7 @@ extern "C" {
 #define LOOM_MOE_MAX_EXPERTS 1024
 #define LOOM_MOE_MAX_TOPK 16
 #define LOOM_MOE_MAX_BLOCKS 4096 /* grid size bound (trace buffer) */
+#define LOOM_MOE_SPLIT_PAIRS (LOOM_MOE_MAX_BLOCKS / 2) /* column blocks of a split GEMM1 (<= half the grid) */
 #define LOOM_MOE_GATE_PART_WARPS 12 /* gate jobs' parts a unit at most (moe.cu GATE_MAX_WARPS) */
 #define LOOM_MOE_GATE_PART_UNITS 128 /* gate jobs run where units (tiles x passes) <= half the grid: bound on those held */
 #define LOOM_MOE_TRACE_BATCH 16  /* events a block gathers in shared memory
@@ -108,7 +109,9 @@ typedef struct {
   int gate_part_units; /* units (tile, pass of 16 experts) gate_part holds: gate jobs run where a call has no more */
   int gate_fin_parts;  /* blocks that finish a tile of gate jobs, a share of its tokens each (<= 0: 1; moe.cu gate_jobs) */
   int narrow;          /* 1: a GEMM whose tasks fill at most half the grid takes half-width tasks (moe.cu moe_task_cols) */
-  int swap;            /* 1: a call whose local experts have <= MOE_SWAP_ROWS rows each runs them on the swapped decode tile (moe.cu moe_hop_consumer_swap) */
+  int swap;            /* 1: a call whose local experts have <= MOE_SWAP_ROWS rows each runs them on the swapped decode tile (moe.cu moe_swap) */
+  int split;           /* 1: that tile's GEMM1 over K shares where its tasks fill at most half the grid (moe.cu moe_task_cols) */
+  uint32_t *split_cnt; /* [LOOM_MOE_SPLIT_PAIRS] K shares arrived per GEMM1 column block of a split call (moe.cu moe_swap_store) */
   int32_t *kept;       /* [E] kept rows per expert (this source) */
   int32_t *row_token;  /* [R][Cs] token of each row sent, per destination */
   void *h;             /* [DR][F] FFN intermediate, dtype, rows as dispatch */
