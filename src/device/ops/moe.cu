@@ -2333,7 +2333,7 @@ static __device__ int moe_hop_roles(const loom_dev_comm &c, const loom_moe_param
   __syncthreads();
   const int ntl = sh.tp[p.El];
   const moe_cols cols = moe_task_cols<LCFG>(p, ntl, RCFG::swap);
-  const int total = ntl * (cols.nF + cols.nH);
+  const int total = ntl * (cols.nF + cols.nH * cols.ks); /* every task: GEMM1 K shares too */
   const int wg = threadIdx.x / 128;
   int failed = 0;
   if (wg == 2) {
