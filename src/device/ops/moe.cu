@@ -1777,17 +1777,9 @@ template <int MATH> struct moe_swap {
  * a warp's 32 writes of one register hit 32 banks) */
 #define MOE_SWAP_PITCH 132
 #define MOE_HOP_BAR_SWAP HOP_BAR_SWAP /* named barrier: both consumer WGs around the transpose */
-/* task words and records for the deeper of the two rings */
+/* task words and records for the deeper of the two rings (phase_experts_hop) */
 #define MOE_TASK_SLOTS MOE_SWAP_STAGES
-template <int MATH> struct moe_rings {
-  typedef typename moe_hop<MATH>::cfg L;
-  typedef typename moe_swap<MATH>::cfg S;
-  static_assert(L::STAGES <= MOE_TASK_SLOTS && S::STAGES <= MOE_TASK_SLOTS, "task words of either ring");
-  static_assert(S::dg_offset <= L::dg_offset, "the swapped ring ends where the 128 x 256 one does");
-  static_assert(S::stg_bytes >= MOE_SWAP_ROWS * MOE_SWAP_PITCH * 4 && S::CN == 128 && S::CM == MOE_SWAP_ROWS,
-                "the transpose fits the swapped configuration's staging");
-  static_assert(MOE_SWAP_ROWS * 128 / 8 <= 256, "one 8-column chunk a consumer thread (moe_swap_store)");
-};
+static_assert(MOE_SWAP_ROWS * 128 / 8 <= 256, "one 8-column chunk a consumer thread (moe_swap_store)");
 #define MOE_HOP_THREADS 384
 static_assert(LOOM_MOE_TT <= GATE_TPW * (MOE_HOP_THREADS / 32), "gate_tokens covers a tile's tokens");
 static_assert(MOE_HOP_THREADS / 32 <= GATE_MAX_WARPS && moe_cfg::warps <= GATE_MAX_WARPS &&
@@ -2304,7 +2296,7 @@ static __device__ int moe_hop_fg_pieces(const loom_dev_comm &c, const loom_moe_p
 
 /* The phase's roles on ring RCFG: the 128 x 256 tile (RCFG = LCFG) or the
  * swapped decode tile (moe_swap). The task words, signal ring and records
- * sit after LCFG's ring for either (moe_rings); the task columns are
+ * sit after LCFG's ring for either (phase_experts_hop); the task columns are
  * LCFG's (moe_task_cols). Two instantiations, one chosen per call, so the
  * common path's code and registers are what they were without the swapped
  * one (a branch inside the roles made the prefill's experts ~1% slower). */
@@ -2373,7 +2365,11 @@ static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_p
   typedef typename moe_hop<MATH>::cfg CFG;
   typedef typename moe_swap<MATH>::cfg SCFG;
   constexpr int DT = math_dtype<MATH>::dt;
-  static_assert(sizeof(moe_rings<MATH>) > 0, "the two rings share the memory");
+  static_assert(CFG::STAGES <= MOE_TASK_SLOTS && SCFG::STAGES <= MOE_TASK_SLOTS, "task words of either ring");
+  static_assert(SCFG::dg_offset <= CFG::dg_offset, "the swapped ring ends where the 128 x 256 one does");
+  static_assert(SCFG::stg_bytes >= MOE_SWAP_ROWS * MOE_SWAP_PITCH * 4 && SCFG::CN == 128 &&
+                    SCFG::CM == MOE_SWAP_ROWS,
+                "the transpose fits the swapped configuration's staging");
   uint8_t *base = hop_smem_base(smem);
   if (sh.swap) return moe_hop_roles<SCFG, CFG, DT>(c, p, call, sh, epoch, base, maps, fg);
   return moe_hop_roles<CFG, CFG, DT>(c, p, call, sh, epoch, base, maps, fg);
