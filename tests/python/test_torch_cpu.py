@@ -3,6 +3,7 @@ implementations and tracing, reference_moe against a naive loop and
 against the C reference, and the Hugging Face state-dict mapping."""
 import ctypes
 import math
+import os
 import types
 import unittest
 
@@ -542,9 +543,17 @@ class TestCollectiveGemmOps(unittest.TestCase):
 
     def test_gemm_workspace(self):
         # the C functions' numbers (tests/cpu/test_api.c): 300 x 256 x 64
-        # bf16 over 4 ranks, all-reduce: 7 parts of 38400 bytes, 2 x 2 + 2 slots
+        # bf16 over 4 ranks, all-reduce, one-shot (the default for partials
+        # this small): 4 parts of a rank's 153600-byte partial, 3 x 2 + 2
+        # slots; two-shot forced: 7 parts of 38400 bytes, 2 x 2 + 2 slots
         self.assertEqual(lt.gemm_workspace("gemm_ar", 300, 256, 64, torch.bfloat16, 4),
-                         (7 * 38400, 6))
+                         (4 * 153600, 8))
+        os.environ["LOOM_AR_ONE_SHOT"] = "0"
+        try:
+            self.assertEqual(lt.gemm_workspace("gemm_ar", 300, 256, 64, torch.bfloat16, 4),
+                             (7 * 38400, 6))
+        finally:
+            del os.environ["LOOM_AR_ONE_SHOT"]
         self.assertEqual(lt.gemm_workspace("gemm_ar", 300, 256, 64, torch.bfloat16, 1), (0, 3))
         b, s = lt.gemm_workspace("ag_gemm", 128, 256, 64, torch.float16, 2)
         self.assertEqual(b, 2 * 128 * 64 * 2)
