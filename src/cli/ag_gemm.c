@@ -94,22 +94,11 @@ static int ag_plan(cli_bench *b, loom_comm_config_t *cc) {
 }
 
 static void ag_describe(const cli_bench *b, char *out, size_t n) {
-  const ag_state *s = state_of(b);
-  snprintf(out, n, "hidden %lld, ffn %lld (%lld per GPU), %s%s, act %s%s", (long long)s->K,
-           (long long)s->N, (long long)s->n, loom_dtype_string(b->dtype),
-           b->dtype == LOOM_FP32 ? " (TF32)" : "", cli_act_name(s->act), b->o->bias ? ", bias" : "");
+  cli_linear_describe(b, state_of(b)->K, state_of(b)->N, state_of(b)->act, out, n);
 }
 
 static int ag_fields(const cli_bench *b, cli_field *f, int max) {
-  const ag_state *s = state_of(b);
-  const cli_field all[] = {{"hidden", NULL, (long long)s->K},
-                           {"ffn", NULL, (long long)s->N},
-                           {"dtype", loom_dtype_string(b->dtype), 0},
-                           {"act", cli_act_name(s->act), 0},
-                           {"bias", NULL, (long long)b->o->bias}};
-  int n = 0;
-  for (; n < max && n < (int)(sizeof all / sizeof all[0]); n++) f[n] = all[n];
-  return n;
+  return cli_linear_fields(b, state_of(b)->K, state_of(b)->N, state_of(b)->act, f, max);
 }
 
 static int ag_alloc(cli_bench *b, int d) {

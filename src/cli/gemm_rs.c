@@ -151,22 +151,11 @@ static int ar_plan(cli_bench *b, loom_comm_config_t *cc) {
 }
 
 static void rs_describe(const cli_bench *b, char *out, size_t n) {
-  const rs_state *s = state_of(b);
-  snprintf(out, n, "hidden %lld, ffn %lld (%lld per GPU), %s%s, act %s%s", (long long)s->N,
-           (long long)s->Kt, (long long)s->k, loom_dtype_string(b->dtype),
-           b->dtype == LOOM_FP32 ? " (TF32)" : "", cli_act_name(s->act), b->o->bias ? ", bias" : "");
+  cli_linear_describe(b, state_of(b)->N, state_of(b)->Kt, state_of(b)->act, out, n);
 }
 
 static int rs_fields(const cli_bench *b, cli_field *f, int max) {
-  const rs_state *s = state_of(b);
-  const cli_field all[] = {{"hidden", NULL, (long long)s->N},
-                           {"ffn", NULL, (long long)s->Kt},
-                           {"dtype", loom_dtype_string(b->dtype), 0},
-                           {"act", cli_act_name(s->act), 0},
-                           {"bias", NULL, (long long)b->o->bias}};
-  int n = 0;
-  for (; n < max && n < (int)(sizeof all / sizeof all[0]); n++) f[n] = all[n];
-  return n;
+  return cli_linear_fields(b, state_of(b)->N, state_of(b)->Kt, state_of(b)->act, f, max);
 }
 
 static int rs_alloc(cli_bench *b, int d) {

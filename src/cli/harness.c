@@ -734,3 +734,22 @@ int cli_coll_phases(cli_bench *b, cli_row *row) {
   }
   return 0;
 }
+
+/* ---- the collective GEMMs' shape -------------------------------------------------- */
+
+void cli_linear_describe(const cli_bench *b, int64_t hidden, int64_t ffn, int act, char *out, size_t n) {
+  snprintf(out, n, "hidden %lld, ffn %lld (%lld per GPU), %s%s, act %s%s", (long long)hidden, (long long)ffn,
+           (long long)(ffn / b->ngpu), loom_dtype_string(b->dtype), b->dtype == LOOM_FP32 ? " (TF32)" : "",
+           cli_act_name(act), b->o->bias ? ", bias" : "");
+}
+
+int cli_linear_fields(const cli_bench *b, int64_t hidden, int64_t ffn, int act, cli_field *f, int max) {
+  const cli_field all[] = {{"hidden", NULL, (long long)hidden},
+                           {"ffn", NULL, (long long)ffn},
+                           {"dtype", loom_dtype_string(b->dtype), 0},
+                           {"act", cli_act_name(act), 0},
+                           {"bias", NULL, (long long)b->o->bias}};
+  int n = 0;
+  for (; n < max && n < (int)(sizeof all / sizeof all[0]); n++) f[n] = all[n];
+  return n;
+}

@@ -227,6 +227,14 @@ int cli_fused_once(cli_bench *b);
  * what the call costs outside the kernel (launch, host). */
 int cli_coll_phases(cli_bench *b, cli_row *row);
 
+/* The collective GEMMs' shape (a tensor-parallel linear layer of `hidden`
+ * and `ffn`, the ffn split over the GPUs, --act, --bias): the header line's
+ * shape part ("hidden H, ffn F (F/R per GPU), bf16, act none[, bias]") and
+ * the JSON header's fields (hidden, ffn, dtype, act, bias; at most max,
+ * returns their count). */
+void cli_linear_describe(const cli_bench *b, int64_t hidden, int64_t ffn, int act, char *out, size_t n);
+int cli_linear_fields(const cli_bench *b, int64_t hidden, int64_t ffn, int act, cli_field *f, int max);
+
 /* The ceilings of the bound: given by --peak-tflops / --nvlink-gbps /
  * --hbm-gbps, else measured (ceilings.c); prints them. */
 int cli_measure_ceilings(cli_bench *b);

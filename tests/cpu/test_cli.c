@@ -299,6 +299,32 @@ static void test_harness(void) {
   CHECK(same && differ > 32 && in_range && rounded,
         "random streams: repeatable, per index, in range, rounded to the dtype");
 
+  /* The collective GEMMs' shape words and JSON fields (ag-gemm, gemm-rs, gemm-ar). */
+  cli_options lo;
+  memset(&lo, 0, sizeof lo);
+  lo.bias = 1;
+  cli_bench lb;
+  memset(&lb, 0, sizeof lb);
+  lb.o = &lo;
+  lb.ngpu = 4;
+  lb.dtype = LOOM_FP32;
+  char text[160];
+  cli_linear_describe(&lb, 8192, 28672, CLI_ACT_NONE, text, sizeof text);
+  CHECK(strcmp(text, "hidden 8192, ffn 28672 (7168 per GPU), fp32 (TF32), act none, bias") == 0,
+        "linear layer's header words: %s", text);
+  lo.bias = 0;
+  lb.dtype = LOOM_BF16;
+  cli_linear_describe(&lb, 4096, 4096, 0, text, sizeof text);
+  CHECK(strcmp(text, "hidden 4096, ffn 4096 (1024 per GPU), bf16, act relu") == 0,
+        "linear layer's header words, no bias: %s", text);
+  cli_field lf[8];
+  const int nlf = cli_linear_fields(&lb, 4096, 14336, 0, lf, 8);
+  CHECK(nlf == 5 && strcmp(lf[0].key, "hidden") == 0 && lf[0].num == 4096 && strcmp(lf[1].key, "ffn") == 0 &&
+            lf[1].num == 14336 && strcmp(lf[2].str, "bf16") == 0 && strcmp(lf[3].str, "relu") == 0 &&
+            strcmp(lf[4].key, "bias") == 0 && lf[4].num == 0,
+        "linear layer's JSON fields (%d)", nlf);
+  CHECK(cli_linear_fields(&lb, 4096, 14336, 0, lf, 2) == 2, "linear layer's JSON fields stop at max");
+
   atomic_int sum;
   atomic_init(&sum, 0);
   CHECK(cli_run_tasks(100, 8, add_task, &sum) == -1 && atomic_load(&sum) == 4950,
