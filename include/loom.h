@@ -532,7 +532,10 @@ typedef struct {
   int64_t ffn;                 /* multiple of 64 */
   int64_t num_experts;         /* divisible by the number of ranks, <= 1024 */
   int64_t top_k;               /* 1..16, <= num_experts */
-  int64_t max_tokens_per_rank; /* >= 1; bounds every call's num_tokens */
+  int64_t max_tokens_per_rank; /* 1..2^24; bounds every call's num_tokens.
+                                  With nranks R: R x max_tokens_per_rank x
+                                  min(top_k, E/R) + 128 x E/R (the dispatch
+                                  region's rows) <= 2^31 - 128 */
   /* Optional: */
   int activation;        /* loom_activation_t; LOOM_UNSET: LOOM_ACT_SILU */
   int dtype;             /* loom_dtype_t; LOOM_UNSET: LOOM_BF16 */

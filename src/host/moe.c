@@ -158,6 +158,20 @@ static void layout(const moe_shape *s, int R, loom_moe_params *p, size_t *window
   *slots = 1 + 2; /* the header, + the runtime's call tag and credit slots */
 }
 
+/* The dispatch region's rows, R x Cs + 128 x E/R, must fit the int row
+ * indices of the layout and the kernel (moe.h DR, NT), with room for NT's
+ * round-up: refused here, before layout() computes them in int. */
+static loom_result_t check_dispatch_rows(const char *fn, const moe_shape *s, int R) {
+  const int64_t El = s->E / R, k = s->K < El ? s->K : El;
+  const int64_t rows = (int64_t)R * s->Tmax * k + (int64_t)LOOM_MOE_BM * El;
+  LOOM_ARG(rows <= (int64_t)INT32_MAX - (LOOM_MOE_BM - 1), fn,
+           "the layer's dispatch region would have %lld rows (%d ranks x max_tokens_per_rank %d x "
+           "min(top_k %d, E/R %lld) + %d x E/R), more than its row indices hold (2^31 - %d): "
+           "lower max_tokens_per_rank, top_k or the rank count",
+           (long long)rows, R, s->Tmax, s->K, (long long)El, LOOM_MOE_BM, LOOM_MOE_BM);
+  return LOOM_SUCCESS;
+}
+
 loom_result_t loom_moe_layout(const char *fn, const loom_moe_config_t *config, int nranks,
                               loom_moe_params *p, size_t *window_bytes, int *slots) {
   moe_shape s;
@@ -167,6 +181,8 @@ loom_result_t loom_moe_layout(const char *fn, const loom_moe_config_t *config, i
            nranks, LOOM_MOE_MAX_RANKS);
   LOOM_ARG(s.E % nranks == 0, fn, "config->num_experts (%d) is not divisible by nranks (%d)", s.E,
            nranks);
+  res = check_dispatch_rows(fn, &s, nranks);
+  if (res != LOOM_SUCCESS) return res;
   layout(&s, nranks, p, window_bytes, slots);
   /* a layout no communicator can hold is refused here, not at create */
   LOOM_ARG(*window_bytes <= (size_t)LOOM_MAX_WORKSPACE_BYTES, fn,
@@ -314,6 +330,8 @@ loom_result_t loom_moe_create(loom_comm_t comm, const loom_moe_config_t *config,
   LOOM_ARG(R <= LOOM_MOE_MAX_RANKS, fn, "communicator has %d ranks; at most %d are supported", R,
            LOOM_MOE_MAX_RANKS);
   LOOM_ARG(s.E % R == 0, fn, "config->num_experts (%d) is not divisible by the %d ranks", s.E, R);
+  res = check_dispatch_rows(fn, &s, R);
+  if (res != LOOM_SUCCESS) return res;
   struct loom_moe *m = (struct loom_moe *)calloc(1, sizeof *m);
   if (m == NULL) return loom_set_error(LOOM_OUT_OF_MEMORY, "%s: out of host memory", fn);
   size_t need;

@@ -526,6 +526,53 @@ static void test_moe_config(void) {
   EXPECT_BAD(loom_moe_create(&comm, &c, &moe), "signal_slots");
 }
 
+/* The dispatch region's rows (R x max_tokens_per_rank x min(top_k, E/R) +
+ * 128 x E/R) are int in the layout and the kernel: configs whose rows pass
+ * 2^31 are refused by the sizing functions and by create, naming
+ * max_tokens_per_rank, not sized from a wrapped count (16 ranks x 2^24
+ * tokens x 16 choices is 2^32 rows: a wrapped 0 gave 512 GiB, half the
+ * return region alone). One just below the limit is sized in full. */
+static void test_moe_row_limits(void) {
+  static const struct {
+    int64_t E, k;
+    int R;
+  } big[] = {{1024, 16, 16}, {1024, 16, 8}, {128, 2, 64}, {256, 4, 32}};
+  loom_fault_record rec;
+  struct loom_comm comm = fake_comm(&rec, 1);
+  comm.config.workspace_bytes = (size_t)LOOM_MAX_WORKSPACE_BYTES;
+  comm.config.signal_slots = LOOM_MAX_SIGNAL_SLOTS;
+  for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) {
+    loom_moe_config_t c = good_moe();
+    c.hidden = 64;
+    c.ffn = 64;
+    c.num_experts = big[i].E;
+    c.top_k = big[i].k;
+    c.max_tokens_per_rank = (int64_t)1 << 24;
+    size_t b = 0;
+    char text[1024];
+    /* the rows, not a wrapped byte count, and the argument to lower */
+    EXPECT_BAD(loom_moe_workspace_bytes(&c, big[i].R, &b, NULL), "dispatch region");
+    CHECK(strstr(loom_last_error(), "max_tokens_per_rank") != NULL, "names max_tokens_per_rank: %s",
+          loom_last_error());
+    EXPECT_BAD(loom_moe_workspace_describe(&c, big[i].R, text, sizeof text), "dispatch region");
+    comm.nranks = big[i].R;
+    loom_moe_t moe = (loom_moe_t)0x1;
+    EXPECT_BAD(loom_moe_create(&comm, &c, &moe), "dispatch region");
+    CHECK(moe == NULL, "refused create sets *moe = NULL");
+  }
+  /* 64 ranks x 2^24 tokens x 1 choice + 128 = 2^30 + 128 rows: taken, and
+   * both regions (2 x 2^30 rows of 128 bytes) are in the answer */
+  loom_moe_config_t c = good_moe();
+  c.hidden = 64;
+  c.ffn = 64;
+  c.num_experts = 64;
+  c.top_k = 1;
+  c.max_tokens_per_rank = (int64_t)1 << 24;
+  size_t b = 0;
+  CHECK(loom_moe_workspace_bytes(&c, 64, &b, NULL) == LOOM_SUCCESS && b >= (size_t)2 << 37,
+        "2^30 + 128 dispatch rows: sized (%zu bytes, want >= 2^38): %s", b, loom_last_error());
+}
+
 /* The weight layout: default (LOOM_UNSET and a version-1 caller's struct,
  * which has no such field), explicit values, and the config hash that
  * ranks compare (a layer built with the other layout must not match). */
@@ -674,6 +721,7 @@ int main(void) {
   test_gemm_ar_args();
   test_moe_config();
   test_moe_weight_layout();
+  test_moe_row_limits();
   test_moe_set_trace();
   test_moe_calls();
   return check_summary("test_api");
