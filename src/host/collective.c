@@ -76,8 +76,13 @@ loom_result_t loom_ag_gemm_workspace_bytes(const loom_gemm_args_t *args, int nra
   loom_result_t res = check_args(fn, args, nranks, &es);
   if (res != LOOM_SUCCESS) return res;
   LOOM_ARG(bytes != NULL, fn, "bytes is NULL");
+  const int64_t slots = row_blocks(args->m) + 2;
+  LOOM_ARG(slots <= LOOM_MAX_SIGNAL_SLOTS, fn,
+           "m = %lld needs %lld signal slots (one per %d rows, + 2), more than a communicator has "
+           "(%d)",
+           (long long)args->m, (long long)slots, LOOM_AG_BLOCK_ROWS, LOOM_MAX_SIGNAL_SLOTS);
   *bytes = (size_t)nranks * loom_ag_stride(args->m, args->k, es);
-  if (signal_slots) *signal_slots = (int)(row_blocks(args->m) + 2);
+  if (signal_slots) *signal_slots = (int)slots;
   return LOOM_SUCCESS;
 }
 

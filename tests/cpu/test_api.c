@@ -273,6 +273,15 @@ static void test_ag_gemm_args(void) {
   EXPECT_BAD(loom_ag_gemm_workspace_bytes(&a, 2, NULL, NULL), "bytes");
   EXPECT_BAD(loom_ag_gemm_workspace_bytes(&a, 0, &b, NULL), "ranks");
   EXPECT_BAD(loom_ag_gemm_workspace_bytes(&a, 9, &b, NULL), "ranks");
+  /* 2^27 rows: 2^20 row blocks + 2 slots, more than a communicator has
+   * (the reduce-scatter and the all-reduce refuse theirs up front too) */
+  a.m = (int64_t)1 << 27;
+  a.n = 8;
+  a.k = 8;
+  EXPECT_BAD(loom_ag_gemm_workspace_bytes(&a, 2, &b, &slots), "signal slots");
+  a.m = ((int64_t)1 << 27) - 256; /* 2^20 - 2 row blocks: the most it takes */
+  CHECK(loom_ag_gemm_workspace_bytes(&a, 2, &b, &slots) == LOOM_SUCCESS && slots == LOOM_MAX_SIGNAL_SLOTS,
+        "ag: 2^20 - 2 row blocks + 2 slots (got %d): %s", slots, loom_last_error());
   const struct {
     int field;
     int64_t v;
