@@ -206,20 +206,21 @@ fail:
   return res;
 }
 
-#define GETTER(name, type, expr)                                               \
+/* `out` is the output's name in loom.h, for the message. */
+#define GETTER(name, type, out, expr)                                          \
   loom_result_t name(loom_comm_t comm, type *out) {                            \
     loom_clear_error();                                                        \
     loom_result_t res = loom_check_comm(#name, comm);                          \
     if (res != LOOM_SUCCESS) return res;                                       \
-    LOOM_ARG(out != NULL, #name, "output pointer is NULL");                    \
+    LOOM_ARG(out != NULL, #name, #out " is NULL");                             \
     *out = (expr);                                                             \
     return LOOM_SUCCESS;                                                       \
   }
-GETTER(loom_comm_rank, int, comm->rank)
-GETTER(loom_comm_size, int, comm->nranks)
-GETTER(loom_comm_device, int, comm->device)
-GETTER(loom_comm_workspace_bytes, size_t, comm->config.workspace_bytes)
-GETTER(loom_comm_nccl, ncclComm_t, comm->nccl)
+GETTER(loom_comm_rank, int, rank, comm->rank)
+GETTER(loom_comm_size, int, nranks, comm->nranks)
+GETTER(loom_comm_device, int, device, comm->device)
+GETTER(loom_comm_workspace_bytes, size_t, bytes, comm->config.workspace_bytes)
+GETTER(loom_comm_nccl, ncclComm_t, nccl, comm->nccl)
 
 /* ---- create / destroy ------------------------------------------------------------ */
 

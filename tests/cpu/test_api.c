@@ -166,6 +166,12 @@ static void test_comm_queries_and_async(void) {
   EXPECT_BAD(loom_comm_device(&c, NULL), "loom_comm_device");
   EXPECT_BAD(loom_comm_workspace_bytes(NULL, &ws), "comm");
   EXPECT_BAD(loom_comm_rank(&c, NULL), "NULL");
+  /* each names its output as loom.h does */
+  EXPECT_BAD(loom_comm_rank(&c, NULL), "loom_comm_rank: rank is NULL");
+  EXPECT_BAD(loom_comm_size(&c, NULL), "loom_comm_size: nranks is NULL");
+  EXPECT_BAD(loom_comm_device(&c, NULL), "loom_comm_device: device is NULL");
+  EXPECT_BAD(loom_comm_workspace_bytes(&c, NULL), "loom_comm_workspace_bytes: bytes is NULL");
+  EXPECT_BAD(loom_comm_nccl(&c, NULL), "loom_comm_nccl: nccl is NULL");
 
   loom_result_t async = LOOM_INTERNAL_ERROR;
   EXPECT_BAD(loom_comm_get_async_error(NULL, &async), "comm");
