@@ -348,7 +348,7 @@ typedef struct {
  * Errors: LOOM_INVALID_ARGUMENT with a message for shapes the operator does
  * not take: m, n, k >= 1; n and k multiples of 8 (16-byte rows for the
  * tensor-memory loads); m, n, k and nranks * m below 2^31; at most 2^20
- * signal slots (a communicator's most). */
+ * signal slots and 2^40 workspace bytes (a communicator's most). */
 loom_result_t loom_ag_gemm_workspace_bytes(const loom_gemm_args_t *args, int nranks,
                                            size_t *bytes, int *signal_slots);
 

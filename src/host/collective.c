@@ -81,7 +81,12 @@ loom_result_t loom_ag_gemm_workspace_bytes(const loom_gemm_args_t *args, int nra
            "m = %lld needs %lld signal slots (one per %d rows, + 2), more than a communicator has "
            "(%d)",
            (long long)args->m, (long long)slots, LOOM_AG_BLOCK_ROWS, LOOM_MAX_SIGNAL_SLOTS);
-  *bytes = (size_t)nranks * loom_ag_stride(args->m, args->k, es);
+  const size_t need = (size_t)nranks * loom_ag_stride(args->m, args->k, es);
+  LOOM_ARG(need <= (size_t)LOOM_MAX_WORKSPACE_BYTES, fn,
+           "m = %lld, k = %lld on %d ranks needs %zu workspace bytes, more than a communicator can "
+           "have (%lld)",
+           (long long)args->m, (long long)args->k, nranks, need, (long long)LOOM_MAX_WORKSPACE_BYTES);
+  *bytes = need;
   if (signal_slots) *signal_slots = (int)slots;
   return LOOM_SUCCESS;
 }

@@ -288,6 +288,15 @@ static void test_ag_gemm_args(void) {
   a.m = ((int64_t)1 << 27) - 256; /* 2^20 - 2 row blocks: the most it takes */
   CHECK(loom_ag_gemm_workspace_bytes(&a, 2, &b, &slots) == LOOM_SUCCESS && slots == LOOM_MAX_SIGNAL_SLOTS,
         "ag: 2^20 - 2 row blocks + 2 slots (got %d): %s", slots, loom_last_error());
+  /* 2 ranks x 2^20 rows x 2^19 bf16 = 2^41 bytes, more than a communicator
+   * can have (2^40); 2^18 columns is exactly 2^40 */
+  a.dtype = LOOM_BF16;
+  a.m = (int64_t)1 << 20;
+  a.k = (int64_t)1 << 19;
+  EXPECT_BAD(loom_ag_gemm_workspace_bytes(&a, 2, &b, &slots), "workspace bytes");
+  a.k = (int64_t)1 << 18;
+  CHECK(loom_ag_gemm_workspace_bytes(&a, 2, &b, &slots) == LOOM_SUCCESS && b == (size_t)1 << 40,
+        "ag: 2 x 2^20 x 2^18 bf16 = 2^40 bytes (got %zu): %s", b, loom_last_error());
   const struct {
     int field;
     int64_t v;
