@@ -529,8 +529,8 @@ typedef struct {
   size_t struct_size; /* set by LOOM_MOE_CONFIG_INIT */
   int version;
   /* Required (LOOM_UNSET is an error): */
-  int64_t hidden;              /* multiple of 64 */
-  int64_t ffn;                 /* multiple of 64 */
+  int64_t hidden;              /* multiple of 64, 64..65536 */
+  int64_t ffn;                 /* multiple of 64, 64..65536 */
   int64_t num_experts;         /* divisible by the number of ranks, <= 1024 */
   int64_t top_k;               /* 1..16, <= num_experts */
   int64_t max_tokens_per_rank; /* 1..2^24; bounds every call's num_tokens.
@@ -542,9 +542,10 @@ typedef struct {
   int dtype;             /* loom_dtype_t; LOOM_UNSET: LOOM_BF16 */
   int fp32_math;         /* loom_math_t for fp32; LOOM_UNSET: LOOM_MATH_TF32 */
   int normalize_top_k;   /* 1: weights of the k choices sum to 1; LOOM_UNSET: 1 */
-  /* 0 (and LOOM_UNSET): dropless, every assignment computed. c > 0: each
-   * expert keeps, per source rank, the first ceil(c * num_tokens * top_k /
-   * num_experts) assignments in token-major order; the others add 0. */
+  /* 0 (and LOOM_UNSET): dropless, every assignment computed. c in (0,
+   * 1e6]: each expert keeps, per source rank, the first ceil(c *
+   * num_tokens * top_k / num_experts) assignments in token-major order;
+   * the others add 0. */
   double capacity_factor;
   /* Since LOOM_API_VERSION 2: */
   int weight_layout;     /* loom_weight_layout_t of gate_w, w1 and w2;
@@ -633,8 +634,8 @@ typedef struct {
   /* Caller-supplied routing (both or neither); NULL: the fused gate. */
   const int32_t *expert_ids_in;
   const float *weights_in;
-  /* Optional outputs (device memory, [num_tokens x top_k]): the routing
-   * used (for the fused gate: what it chose). */
+  /* Optional outputs (both or neither; device memory, [num_tokens x
+   * top_k]): the routing used (for the fused gate: what it chose). */
   int32_t *expert_ids_out;
   float *weights_out;
   /* Optional: device memory for this call's statistics. */
@@ -786,7 +787,7 @@ typedef struct {
  *   events   [in]  device memory of the layer's device, `capacity` events,
  *                  16-byte aligned, owned by the caller; or NULL: tracing
  *                  off (capacity and info are then ignored).
- *   capacity [in]  events that fit, >= 1. A forward that has more drops
+ *   capacity [in]  events that fit, 1 .. 2^40. A forward that has more drops
  *                  the rest and counts them in info->dropped.
  *   info     [in]  device memory for one loom_moe_trace_info_t, 8-byte
  *                  aligned, owned by the caller.

@@ -507,6 +507,11 @@ static const char *bad_moe(int i, loom_moe_config_t *c) {
   case 18: c->version = 0; return "version";
   case 19: c->version = 1; return "struct_size"; /* version 1 with the version 2 size */
   case 20: c->struct_size = offsetof(loom_moe_config_t, weight_layout); return "struct_size";
+  /* the upper bounds loom.h states */
+  case 21: c->hidden = 65536 + 64; return "hidden";
+  case 22: c->ffn = 65536 + 64; return "ffn";
+  case 23: c->max_tokens_per_rank = (1 << 24) + 1; return "max_tokens_per_rank";
+  case 24: c->capacity_factor = 2e6; return "capacity_factor";
   }
   return NULL;
 }
@@ -719,6 +724,7 @@ static void test_moe_set_trace(void) {
   EXPECT_BAD(loom_moe_set_trace(NULL, ev, 2, &info), "moe");
   EXPECT_BAD(loom_moe_set_trace(&m, ev, 0, &info), "capacity");
   EXPECT_BAD(loom_moe_set_trace(&m, ev, -5, &info), "capacity");
+  EXPECT_BAD(loom_moe_set_trace(&m, ev, ((int64_t)1 << 40) + 1, &info), "capacity");
   EXPECT_BAD(loom_moe_set_trace(&m, ev, 2, NULL), "info");
   EXPECT_BAD(loom_moe_set_trace(&m, (loom_moe_trace_event_t *)((char *)ev + 8), 1, &info),
              "16-byte aligned");
