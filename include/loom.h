@@ -210,7 +210,9 @@ loom_result_t loom_comm_destroy(loom_comm_t comm);
 
 /* Destroy the n communicators made by one loom_comm_create_all (or any n
  * communicators forming a whole clique in this process), concurrently.
- *   comms [in] array of n handles (NULL entries are skipped). */
+ *   comms [in] array of n handles (NULL entries are skipped; a handle
+ *              listed twice is refused with LOOM_INVALID_ARGUMENT before
+ *              any is destroyed). */
 loom_result_t loom_comm_destroy_all(int n, loom_comm_t *comms);
 
 /* Query failures raised inside loom kernels after they were launched.

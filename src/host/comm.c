@@ -672,6 +672,9 @@ loom_result_t loom_comm_destroy_all(int n, loom_comm_t *comms) {
     if (comms[i] == NULL) continue;
     LOOM_ARG(comms[i]->magic == LOOM_COMM_MAGIC, fn,
              "comms[%d] is not a live loom communicator", i);
+    /* one handle twice would be destroyed (and freed) by two threads */
+    for (int j = 0; j < i; j++)
+      LOOM_ARG(comms[j] != comms[i], fn, "comms[%d] and comms[%d] are the same communicator", j, i);
   }
   rank_job *jobs = (rank_job *)calloc((size_t)n, sizeof *jobs);
   if (jobs == NULL) return loom_set_error(LOOM_OUT_OF_MEMORY, "%s: out of host memory", fn);

@@ -166,6 +166,11 @@ static void test_comm_queries_and_async(void) {
   EXPECT_BAD(loom_comm_device(&c, NULL), "loom_comm_device");
   EXPECT_BAD(loom_comm_workspace_bytes(NULL, &ws), "comm");
   EXPECT_BAD(loom_comm_rank(&c, NULL), "NULL");
+  /* one handle twice in destroy_all: refused before anything is destroyed */
+  loom_comm_t twice[3] = {&c, NULL, &c};
+  EXPECT_BAD(loom_comm_destroy_all(3, twice), "comms[0] and comms[2] are the same communicator");
+  CHECK(twice[0] == &c && twice[2] == &c && c.magic == LOOM_COMM_MAGIC,
+        "a refused destroy_all leaves the handles as they were");
   /* each names its output as loom.h does */
   EXPECT_BAD(loom_comm_rank(&c, NULL), "loom_comm_rank: rank is NULL");
   EXPECT_BAD(loom_comm_size(&c, NULL), "loom_comm_size: nranks is NULL");
