@@ -105,9 +105,11 @@ static int overlap(const void *p, size_t n, const void *q, size_t m) {
 static loom_result_t check_call(const char *fn, const char *sizer, loom_comm_t comm,
                                 const loom_gemm_args_t *a, const void *g, size_t es, int64_t c_rows,
                                 size_t need, int slots) {
-  LOOM_ARG(a->a != NULL && a->b != NULL && a->c != NULL, fn, "a, b and c must not be NULL");
-  LOOM_ARG((((uintptr_t)a->a | (uintptr_t)a->b | (uintptr_t)a->c) & 15) == 0, fn,
-           "a, b and c must be 16-byte aligned");
+  const void *const ptr[3] = {a->a, a->b, a->c};
+  static const char *const ptr_name[3] = {"a", "b", "c"};
+  for (int i = 0; i < 3; i++) LOOM_ARG(ptr[i] != NULL, fn, "%s must not be NULL", ptr_name[i]);
+  for (int i = 0; i < 3; i++)
+    LOOM_ARG(((uintptr_t)ptr[i] & 15) == 0, fn, "%s (%p) must be 16-byte aligned", ptr_name[i], ptr[i]);
   const size_t a_bytes = (size_t)a->m * (size_t)a->k * es, b_bytes = (size_t)a->n * (size_t)a->k * es;
   const size_t c_bytes = (size_t)c_rows * (size_t)a->n * es;
   LOOM_ARG(!overlap(a->c, c_bytes, a->a, a_bytes) && !overlap(a->c, c_bytes, a->b, b_bytes), fn,
@@ -188,8 +190,10 @@ loom_result_t loom_gemm_rs_workspace_bytes(const loom_gemm_args_t *args, int nra
            nranks);
   LOOM_ARG(bytes != NULL, fn, "bytes is NULL");
   const int64_t mo = args->m / nranks;
+  res = slots_out(fn, args, nranks, loom_rs_slots(mo, args->n), signal_slots);
+  if (res != LOOM_SUCCESS) return res; /* *bytes untouched, as on every refusal */
   *bytes = (size_t)nranks * loom_rs_stride(mo, args->n, es);
-  return slots_out(fn, args, nranks, loom_rs_slots(mo, args->n), signal_slots);
+  return LOOM_SUCCESS;
 }
 
 /* ---- GEMM + all-reduce ------------------------------------------------------ */
@@ -234,8 +238,10 @@ loom_result_t loom_gemm_ar_workspace_bytes(const loom_gemm_args_t *args, int nra
     if (one > need) need = one;
     if (loom_rs_slots(m1, args->n) > slots) slots = loom_rs_slots(m1, args->n);
   }
+  res = slots_out(fn, args, nranks, slots, signal_slots);
+  if (res != LOOM_SUCCESS) return res; /* *bytes untouched, as on every refusal */
   *bytes = need;
-  return slots_out(fn, args, nranks, slots, signal_slots);
+  return LOOM_SUCCESS;
 }
 
 /* ---- the calls ------------------------------------------------------------- */

@@ -330,10 +330,10 @@ static void test_ag_gemm_args(void) {
   EXPECT_BAD(loom_ag_gemm(NULL, &a, 0), "comm");
   EXPECT_BAD(loom_ag_gemm(&c, NULL, 0), "args");
   a.b = NULL;
-  EXPECT_BAD(loom_ag_gemm(&c, &a, 0), "must not be NULL");
+  EXPECT_BAD(loom_ag_gemm(&c, &a, 0), "b must not be NULL");
   a = good_gemm();
   a.c = (void *)0x40000008;
-  EXPECT_BAD(loom_ag_gemm(&c, &a, 0), "16-byte aligned");
+  EXPECT_BAD(loom_ag_gemm(&c, &a, 0), "c (0x40000008) must be 16-byte aligned");
   a = good_gemm();
   a.c = (void *)((const char *)a.a + 4096); /* C [2*300 x 264] runs over A */
   EXPECT_BAD(loom_ag_gemm(&c, &a, 0), "overlaps");
@@ -450,7 +450,14 @@ static void test_gemm_ar_args(void) {
   a = good_gemm();
   a.m = (int64_t)1 << 24;
   a.n = 1024;
+  b = 12345;
+  slots = 77;
   EXPECT_BAD(loom_gemm_ar_workspace_bytes(&a, 2, &b, &slots), "signal slots");
+  CHECK(b == 12345 && slots == 77, "a refused ar sizing leaves its outputs as they were (%zu, %d)", b, slots);
+  /* the same for the reduce-scatter: 2^24 rows a rank x 1024 > 2^20 slots */
+  a.m = (int64_t)1 << 25;
+  EXPECT_BAD(loom_gemm_rs_workspace_bytes(&a, 2, &b, &slots), "signal slots");
+  CHECK(b == 12345 && slots == 77, "a refused rs sizing leaves its outputs as they were (%zu, %d)", b, slots);
 
   /* the call: 300 rows over 2 ranks, one-shot (158400 bytes a partial):
    * 2 parts of 158464 bytes (two-shot: 3 of 79360); slots: two-shot's 2 x
@@ -462,7 +469,7 @@ static void test_gemm_ar_args(void) {
   EXPECT_BAD(loom_gemm_ar(NULL, &a, 0), "comm");
   EXPECT_BAD(loom_gemm_ar(&c, NULL, 0), "args");
   a.c = NULL;
-  EXPECT_BAD(loom_gemm_ar(&c, &a, 0), "must not be NULL");
+  EXPECT_BAD(loom_gemm_ar(&c, &a, 0), "c must not be NULL");
   a = good_gemm();
   a.c = (void *)((const char *)a.b - 100000); /* C [300 x 264] (158400 bytes) runs into B */
   EXPECT_BAD(loom_gemm_ar(&c, &a, 0), "overlaps");
