@@ -14,7 +14,7 @@
 
 /* Strict decimal parse of an environment value: digits only, in [lo, hi]. */
 static int parse_env_int(const char *s, long lo, long hi, long *out) {
-  if (s == NULL || *s == '\0') return 0;
+  if (s == NULL || *s < '0' || *s > '9') return 0; /* strtol alone takes " 12" and "+12" */
   char *end;
   errno = 0;
   long v = strtol(s, &end, 10);

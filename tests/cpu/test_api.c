@@ -62,6 +62,10 @@ static void test_config(void) {
   EXPECT_BAD(loom_resolve_comm_config("f", &c, &rc), "LOOM_TIMEOUT_MS");
   setenv("LOOM_TIMEOUT_MS", "0", 1);
   EXPECT_BAD(loom_resolve_comm_config("f", &c, &rc), "LOOM_TIMEOUT_MS");
+  setenv("LOOM_TIMEOUT_MS", " 1500", 1); /* digits only: no sign, no blank */
+  EXPECT_BAD(loom_resolve_comm_config("f", &c, &rc), "LOOM_TIMEOUT_MS");
+  setenv("LOOM_TIMEOUT_MS", "+1500", 1);
+  EXPECT_BAD(loom_resolve_comm_config("f", &c, &rc), "LOOM_TIMEOUT_MS");
   unsetenv("LOOM_TIMEOUT_MS");
 
   loom_comm_config_t bad = LOOM_COMM_CONFIG_INIT;
