@@ -81,7 +81,9 @@ const char *loom_result_string(loom_result_t result);
 /* Detailed message of the last loom call on this thread that did not return
  * LOOM_SUCCESS, e.g. "loom_exchange: bytes_per_peer (0) must be > 0".
  * The string is thread-local and valid until this thread's next loom call.
- * Empty string when the last call succeeded. Never NULL. */
+ * Empty string when the last call succeeded, with one exception:
+ * loom_comm_get_async_error returns LOOM_SUCCESS and leaves the reported
+ * asynchronous failure's description here. Never NULL. */
 const char *loom_last_error(void);
 
 /* ------------------------------------------------------------------------
