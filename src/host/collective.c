@@ -1,6 +1,7 @@
 /* The collective GEMMs: validation, workspace sizing and launch of the
  * all-gather GEMM (src/device/ops/ag_gemm.cu), the GEMM + reduce-scatter and
- * the GEMM + all-reduce (src/device/ops/gemm_rs.cu); docs/collective_gemm.md.
+ * the GEMM + all-reduce (src/device/ops/gemm_rs.cuh; their entry points
+ * gemm_rs.cu and gemm_ar.cu); docs/collective_gemm.md.
  * On one rank the reduce-scatter and the all-reduce are the plain GEMM
  * c = act(a b^T): they launch the all-gather kernel, which is that GEMM at
  * one rank (no window, no signal). */

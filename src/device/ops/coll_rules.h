@@ -3,7 +3,7 @@
  * call's shape (no environment, no CUDA): how the all-gather cuts its
  * pushes into pieces, how the reduce-scatter / all-reduce cut their
  * tiles into side-role work items and order their tasks in column chunks,
- * and which tile a launch takes. ag_gemm.cu, gemm_rs.cu and collective.cuh
+ * and which tile a launch takes. ag_gemm.cu, gemm_rs.cuh and collective.cuh
  * take them
  * from here (and apply their LOOM_* diagnostic overrides on top);
  * tests/cpu/test_rules.c checks them on the CPU at the shapes whose
@@ -194,7 +194,7 @@ static inline int64_t coll_ar_one_shot_rows(int64_t row_bytes, int R) {
  * reduce-scatter and all-reduce one-tile at 128 tokens (1.5 MiB) 84.3 /
  * 77.2 and 95.4 / 87.8: where the partials are large the doubled bytes
  * cost more than the round trip. */
-/* The launcher (gemm_rs.cu, rs_ll_cfg) also asks for the decode tile
+/* The launcher (gemm_rs.cuh, rs_ll_cfg) also asks for the decode tile
  * (groups of <= COLL_DECODE_ROWS rows): the other tiles' kernels carry no
  * tagged path, so the all-reduce floor's one-shot (256 rows) stays plain. */
 #define COLL_LL_MAX_BYTES (256 * 1024)

@@ -1,5 +1,5 @@
 /*
- * What the collective GEMM kernels (ag_gemm.cu, gemm_rs.cu) share: the
+ * What the collective GEMM kernels (ag_gemm.cu, gemm_rs.cuh) share: the
  * tile choice, the engine parameters of R host groups carried in the
  * kernel parameter, and the cooperative launch. docs/collective_gemm.md.
  */

@@ -41,7 +41,16 @@
  * tile of all m rows from the R parts in source order into C, as an owner
  * of all rows: no publish, no gather. Each task waits for every rank's
  * credit (the one-tile mode's readiness).
+ *
+ * The kernel and its launcher are here; the two entry points are compiled
+ * apart, gemm_rs.cu (the reduce-scatter's kernels, AR = false) and
+ * gemm_ar.cu (the all-reduce's, AR = true), so the build compiles the two
+ * halves of the instantiations in parallel (in one file it was the
+ * longest compile of `make test`).
  */
+#ifndef LOOM_OPS_GEMM_RS_CUH
+#define LOOM_OPS_GEMM_RS_CUH
+
 #include <cuda_runtime.h>
 
 #include "collective.cuh"
@@ -857,16 +866,4 @@ template <class CFG, int ACT, int OUT> struct ar_launcher {
   }
 };
 
-extern "C" cudaError_t loom_launch_gemm_rs(const loom_dev_comm *c, const loom_coll_args *a,
-                                           cudaStream_t stream) {
-  int rows = 0;
-  const int groups = rs_groups(a, c->nranks, 0, &rows);
-  return coll_dispatch<rs_launcher, true>(c, a, a->dtype, a->act, groups, rows, a->n, coll_wide_ok(a, 0), stream);
-}
-
-extern "C" cudaError_t loom_launch_gemm_ar(const loom_dev_comm *c, const loom_coll_args *a,
-                                           cudaStream_t stream) {
-  int rows = 0;
-  const int groups = rs_groups(a, c->nranks, 1, &rows);
-  return coll_dispatch<ar_launcher, true>(c, a, a->dtype, a->act, groups, rows, a->n, coll_wide_ok(a, 0), stream);
-}
+#endif /* LOOM_OPS_GEMM_RS_CUH */

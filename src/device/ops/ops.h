@@ -112,7 +112,7 @@ typedef struct {
 cudaError_t loom_launch_ag_gemm(const loom_dev_comm *c, const loom_coll_args *a,
                                 cudaStream_t stream);
 
-/* ---- GEMM + reduce-scatter (gemm_rs.cu; docs/collective_gemm.md) --------
+/* ---- GEMM + reduce-scatter (gemm_rs.cu, kernel in gemm_rs.cuh; docs/collective_gemm.md) -
  * Rank r computes its partial P_r = A_r B_r^T, [M x N], tile by tile; the
  * rows of owner o ([o Mo, (o+1) Mo), Mo = M / R) go straight from the
  * epilogue into o's window. Data region of the window (per rank), byte
@@ -128,7 +128,7 @@ static inline LOOM_HD size_t loom_rs_stride(int64_t mo, int64_t n, size_t esize)
 }
 
 /* The tagged form of a part (the one-tile mode and the all-reduce's
- * one-shot mode where coll_rs_ll_rule takes it; gemm_rs.cu): the same
+ * one-shot mode where coll_rs_ll_rule takes it; gemm_rs.cuh): the same
  * rows, each 16-bit row of n elements as n / 2 64-bit words {two elements,
  * the call's tag}, so twice the bytes, in the window's tagged-store
  * region (layout.h) at [source s][loom_rs_ll_stride(rows, N, esize)]
@@ -150,7 +150,7 @@ static inline LOOM_HD int64_t loom_rs_slots(int64_t mo, int64_t n) {
 cudaError_t loom_launch_gemm_rs(const loom_dev_comm *c, const loom_coll_args *a,
                                 cudaStream_t stream);
 
-/* ---- GEMM + all-reduce (gemm_rs.cu; docs/collective_gemm.md) -----------
+/* ---- GEMM + all-reduce (gemm_ar.cu, kernel in gemm_rs.cuh; docs/collective_gemm.md) ----
  * The reduce-scatter above with owner o's rows [loom_ar_row0(m, R, o),
  * + loom_ar_rows(m, R, o)) (any m: the first m % R owners one row more),
  * every part of the data region loom_rs_stride(ceil(m / R), N) bytes, and
@@ -179,7 +179,7 @@ static inline LOOM_HD int loom_ar_fin_part(int o, int r, int R) {
 cudaError_t loom_launch_gemm_ar(const loom_dev_comm *c, const loom_coll_args *a,
                                 cudaStream_t stream);
 
-/* The all-reduce's one-shot mode (gemm_rs.cu): every rank's partial of
+/* The all-reduce's one-shot mode (gemm_rs.cuh): every rank's partial of
  * all m rows in every rank's window, [source s][loom_rs_stride(m, N)],
  * signal slot t of source s its tile t (over all m rows), every rank
  * summing all R. Whether a call of m x n (esize bytes) on R ranks takes

@@ -84,7 +84,7 @@ static __device__ __forceinline__ int4 ptx_ld_cg_v4(const int4 *p) {
 }
 
 
-/* Tagged stores (the collective GEMMs' low-latency form, gemm_rs.cu): two
+/* Tagged stores (the collective GEMMs' low-latency form, gemm_rs.cuh): two
  * 64-bit words, each a 32-bit payload in its low half and the call's tag
  * in its high half, relaxed at system scope. Each 64-bit element is
  * single-copy atomic, so a reader that sees a word's tag sees that word's

@@ -366,7 +366,7 @@ static __device__ __forceinline__ void loom_wait_settle(const loom_dev_comm &c, 
  * untouched once *stop is non-zero, checked with the abort: a word that
  * other threads of the block set when they have given up, so that the
  * block settles their fault without this wait running out first (the
- * reduce-scatter's two teams, gemm_rs.cu). Never spins unbounded. */
+ * reduce-scatter's two teams, gemm_rs.cuh). Never spins unbounded. */
 static __device__ __forceinline__ int loom_poll_flag_stop(const loom_dev_comm &c, int src, int slot, uint64_t epoch,
                                                           int what, uint64_t periods, const int *stop,
                                                           int *stopped, loom_wait_fail *f) {
