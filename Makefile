@@ -136,7 +136,7 @@ $(BUILD)/bench/gemm: bench/gemm.cu $(HEADERS)
 # CPU tests. Building `all`, the GPU tests and bench programs here means
 # every .cu is compiled for sm_90a in CI, so device code that does not build
 # fails.
-test: all $(CPU_TESTS) $(GPU_TESTS) $(BENCH_BIN) $(SASS_OK)
+test: all $(SASS_OK) $(CPU_TESTS) $(GPU_TESTS) $(BENCH_BIN)
 	@bash tests/cpu/run.sh $(CPU_TESTS)
 	@$(MAKE) --no-print-directory sass-check
 	@$(MAKE) --no-print-directory python-test
@@ -147,7 +147,8 @@ test: all $(CPU_TESTS) $(GPU_TESTS) $(BENCH_BIN) $(SASS_OK)
 # one such LDL had the MoE expert GEMMs 2-6% slower). From the SASS, no GPU; skipped
 # with a message where cuobjdump is not found (.ci/run installs it).
 # One check per file, each as soon as its file is built (a stamp beside it
-# holds its line), so under make -j the checks run beside the remaining
+# holds its line; `test` lists the stamps before the tests and benchmarks,
+# so make -j starts them first), so the checks run beside the remaining
 # compiles instead of after all of them (~3 minutes of cuobjdump on 2
 # cores). Without cuobjdump (exit 3) no stamp is made: the check says it
 # skipped, and runs again next time.
