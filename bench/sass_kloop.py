@@ -110,8 +110,8 @@ def check_all(tool, paths):
         for line in bad:
             print("    " + line)
         return 1
-    print("sass-check: %d kernels with wgmma in %d files, no local memory in their k-block loops" %
-          (kernels, len(paths)))
+    where = os.path.basename(paths[0]) if len(paths) == 1 else "%d files" % len(paths)
+    print("sass-check: %s: %d kernels with wgmma, no local memory in their k-block loops" % (where, kernels))
     return 0
 
 
