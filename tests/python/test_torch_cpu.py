@@ -115,6 +115,30 @@ class TestFakeOps(unittest.TestCase):
             torch.ops.loom.moe_forward_routed(self.h, x, ids, rw, w1, w2)
         self.assertIn("expert_ids has shape (3, 5, 3)", str(cm.exception))
 
+    def test_fake_checks_token_count_and_weight_contiguity(self):
+        # docs/python.md: the token count (<= max_tokens) and the weights'
+        # contiguity are checked in the fake implementation too, so a
+        # compiled graph refuses them when it is traced, as the real op does
+        x, g, w1, w2 = self.args(T=(65,))  # the stub layer's max_tokens_per_rank is 64
+        ids = torch.empty(65, 2, dtype=torch.int32, device="meta")
+        rw = torch.empty(65, 2, dtype=torch.float32, device="meta")
+        for op, args in ((torch.ops.loom.moe_forward, (self.h, x, g, w1, w2)),
+                         (torch.ops.loom.moe_forward_routing, (self.h, x, g, w1, w2)),
+                         (torch.ops.loom.moe_forward_routed, (self.h, x, ids, rw, w1, w2))):
+            with self.assertRaises(LoomArgumentError, msg=str(op)) as cm:
+                op(*args)
+            self.assertIn("x has 65 tokens", str(cm.exception))
+        x, g, w1, w2 = self.args(T=(4, 16))  # 64 tokens: allowed
+        self.assertEqual(torch.ops.loom.moe_forward(self.h, x, g, w1, w2).shape, (4, 16, 128))
+        nc = torch.empty(8, 128, 128, dtype=torch.bfloat16, device="meta").transpose(1, 2)
+        for args, text in (((self.h, x, g, nc, w2), "w1 is not contiguous"),
+                           ((self.h, x, torch.empty(128, 8, dtype=torch.bfloat16,
+                                                    device="meta").t(), w1, w2),
+                            "gate_weight is not contiguous")):
+            with self.assertRaises(LoomArgumentError) as cm:
+                torch.ops.loom.moe_forward(*args)
+            self.assertIn(text, str(cm.exception))
+
     def test_cpu_tensors_rejected(self):
         x, g, w1, w2 = self.args("cpu")
         with self.assertRaises(LoomArgumentError) as cm:

@@ -18,6 +18,7 @@ Every call is collective over the layer's communicator: every rank calls,
 in the same order, with its own token count (0 allowed).
 Forward only: backward through these ops raises.
 """
+import math
 import threading
 from typing import Dict, Optional, Tuple
 
@@ -68,6 +69,9 @@ def _expect(t: torch.Tensor, name: str, shape, dtype, layer) -> None:
     if t.dtype != dtype:
         raise LoomArgumentError(f"{name} is {t.dtype}; the layer needs {dtype}")
     _expect_device(t, name, layer)
+    if not t.is_contiguous():
+        raise LoomArgumentError(f"{name} is not contiguous: loom reads the weights in place "
+                                "(call .contiguous() once when loading them)")
 
 
 def _expect_device(t: torch.Tensor, name: str, layer) -> None:
@@ -101,6 +105,10 @@ def _check_x(layer, x: torch.Tensor) -> None:
     if x.dtype != dt:
         raise LoomArgumentError(f"x is {x.dtype}; the layer's dtype is {dt}")
     _expect_device(x, "x", layer)
+    T = math.prod(x.shape[:-1])
+    if T > c.max_tokens_per_rank:
+        raise LoomArgumentError(f"x has {T} tokens; the layer was made for at most "
+                                f"max_tokens_per_rank = {c.max_tokens_per_rank} per call")
 
 
 def _check_routing(layer, x: torch.Tensor, ids: torch.Tensor, w: torch.Tensor) -> None:
@@ -127,9 +135,6 @@ def _aligned(t: torch.Tensor) -> torch.Tensor:
 def _weight_ptr(t: Optional[torch.Tensor], name: str) -> Optional[int]:
     if t is None:
         return None
-    if not t.is_contiguous():
-        raise LoomArgumentError(f"{name} is not contiguous: loom reads the weights in place "
-                                "(call .contiguous() once when loading them)")
     if t.data_ptr() % 16:
         raise LoomArgumentError(f"{name} (data_ptr {t.data_ptr():#x}) is not 16-byte aligned")
     return t.data_ptr()
@@ -145,9 +150,6 @@ def _run(handle: int, x: torch.Tensor, gate_weight: Optional[torch.Tensor], w1: 
     k = c.top_k
     x2 = _aligned(x.reshape(-1, c.hidden))
     T = x2.shape[0]
-    if T > c.max_tokens_per_rank:
-        raise LoomArgumentError(f"x has {T} tokens; the layer was made for at most "
-                                f"max_tokens_per_rank = {c.max_tokens_per_rank} per call")
     y = torch.empty_like(x2)
     ids_out = w_out = None
     if want_routing:
