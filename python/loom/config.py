@@ -25,6 +25,9 @@ MAX_EXPERTS = 1024         # num_experts <= 1024
 MAX_TOP_K = 16             # top_k in [1, 16]
 MAX_TOKENS = 1 << 24       # max_tokens_per_rank <= 2^24
 MAX_CAPACITY_FACTOR = 1e6  # capacity_factor in [0, 1e6]
+DISPATCH_TILE = 128        # each local expert's dispatch rows start on a 128-row tile
+# R x max_tokens_per_rank x min(top_k, E/R) + 128 x E/R (the dispatch region's rows) <= this
+MAX_DISPATCH_ROWS = (1 << 31) - DISPATCH_TILE
 MAX_WORKSPACE_BYTES = 1 << 40
 MAX_SIGNAL_SLOTS = 1 << 20
 MAX_TIMEOUT_MS = 3600 * 1000
@@ -192,7 +195,9 @@ class MoeConfig:
 
     def validate(self, nranks: Optional[int] = None) -> "MoeConfig":
         """Raise LoomArgumentError naming the first bad field; with nranks,
-        also check the communicator size. Returns self."""
+        also check the communicator size and the dispatch region's rows
+        (loom.h: R x max_tokens_per_rank x min(top_k, E/R) + 128 x E/R
+        <= 2^31 - 128). Returns self."""
         for name in ("hidden", "ffn"):
             v = getattr(self, name)
             _int(v, f"MoeConfig.{name}", DIM_ALIGN, MAX_DIM)
@@ -222,6 +227,15 @@ class MoeConfig:
             if self.num_experts % nranks:
                 raise LoomArgumentError(f"MoeConfig.num_experts ({self.num_experts}) is not "
                                         f"divisible by the number of ranks ({nranks})")
+            el = self.num_experts // nranks
+            rows = nranks * self.max_tokens_per_rank * min(self.top_k, el) + DISPATCH_TILE * el
+            if rows > MAX_DISPATCH_ROWS:
+                raise LoomArgumentError(
+                    f"MoeConfig: the layer's dispatch region would have {rows} rows ({nranks} "
+                    f"ranks x max_tokens_per_rank {self.max_tokens_per_rank} x min(top_k "
+                    f"{self.top_k}, E/R {el}) + {DISPATCH_TILE} x E/R), more than its row indices "
+                    f"hold (2^31 - {DISPATCH_TILE}): lower max_tokens_per_rank, top_k or the rank "
+                    "count")
         return self
 
     def to_c(self, version: int = _lib.API_VERSION) -> _lib.MoeConfigC:

@@ -334,6 +334,38 @@ class TestConfigs(unittest.TestCase):
                 checked += 1
         self.assertGreater(checked, 200)
 
+    def test_dispatch_region_rows_agree_with_library(self):
+        # 92c900a: the library refuses a layer whose dispatch region, R x
+        # max_tokens_per_rank x min(top_k, E/R) + 128 x E/R rows, exceeds
+        # 2^31 - 128; validate(nranks) must refuse the same configs (hidden
+        # 64 fp16 keeps the workspace under 2^40, so this is the rule that
+        # decides)
+        limit = (1 << 31) - 128
+        checked = refused = 0
+        for R, E, k, tmax in ((8, 128, 16, 1 << 24), (8, 128, 8, 1 << 24), (8, 64, 16, 1 << 24),
+                              (16, 256, 16, 1 << 23), (16, 256, 16, (1 << 23) + 1),
+                              (4, 64, 16, (1 << 25) // 2), (64, 1024, 16, 1 << 21),
+                              (64, 1024, 16, (1 << 21) - 1), (2, 1024, 16, 1 << 24)):
+            rows = R * tmax * min(k, E // R) + 128 * (E // R)
+            c_ok = _c_accepts(_raw_moe_struct(64, 64, E, k, tmax, dtype=2), R)
+            cfg = loom.MoeConfig(64, 64, E, k, tmax, dtype="fp16")
+            try:
+                cfg.validate(R)
+                py_ok, why = True, ""
+            except LoomArgumentError as e:
+                py_ok, why = False, e.message
+            self.assertEqual(c_ok, rows <= limit, (R, E, k, tmax, loom.last_error()))
+            self.assertEqual(py_ok, c_ok, f"R {R} E {E} k {k} tmax {tmax}: python says "
+                             f"{why or 'ok'}, the library {loom.last_error() or 'ok'}")
+            if not py_ok:
+                self.assertIn("dispatch region", why)
+                self.assertIn(str(rows), why)
+                refused += 1
+            checked += 1
+        self.assertGreaterEqual(refused, 3)
+        with self.assertRaises(LoomArgumentError):  # before the C call, as a ValueError
+            loom.MoeConfig(64, 64, 128, 16, 1 << 24, dtype="fp16").workspace_bytes(8)
+
     def test_validation_messages(self):
         def msg(**kw):
             base = dict(hidden=128, ffn=128, num_experts=8, top_k=2, max_tokens_per_rank=16)
