@@ -43,8 +43,10 @@ _LAYOUT_NAMES = {"out_in": WeightLayout.OUT_IN, "out-in": WeightLayout.OUT_IN,
 
 
 def _enum(value, enum_type, names, field):
-    """None -> None (LOOM_UNSET); an enum member, its int value or a name -> the member."""
-    if value is None:
+    """None or UNSET -> None (LOOM_UNSET); an enum member, its int value or a name -> the
+    member."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)
+                         and value == UNSET):
         return None
     if isinstance(value, str):
         key = value.strip().lower()
@@ -175,9 +177,17 @@ class MoeConfig:
         m = _enum(self.fp32_math, Math, _MATH_NAMES, "MoeConfig.fp32_math")
         return Math.TF32 if m is None else m
 
+    def _normalize_top_k(self):
+        """normalize_top_k with UNSET read as None."""
+        n = self.normalize_top_k
+        if isinstance(n, int) and not isinstance(n, bool) and n == UNSET:
+            return None
+        return n
+
     @property
     def resolved_normalize_top_k(self) -> bool:
-        return True if self.normalize_top_k is None else bool(self.normalize_top_k)
+        n = self._normalize_top_k()
+        return True if n is None else bool(n)
 
     @property
     def resolved_weight_layout(self) -> WeightLayout:
@@ -212,9 +222,10 @@ class MoeConfig:
         _int(self.max_tokens_per_rank, "MoeConfig.max_tokens_per_rank", 1, MAX_TOKENS)
         self.resolved_activation, self.resolved_dtype, self.resolved_fp32_math
         self.resolved_weight_layout
-        n = self.normalize_top_k
+        n = self._normalize_top_k()
         if n is not None and not (isinstance(n, bool) or (isinstance(n, int) and n in (0, 1))):
-            raise LoomArgumentError(f"MoeConfig.normalize_top_k ({n!r}) must be a bool or None")
+            raise LoomArgumentError(f"MoeConfig.normalize_top_k ({n!r}) must be a bool, None or "
+                                    "UNSET")
         cf = self.capacity_factor
         if cf == UNSET and not isinstance(cf, bool):
             cf = 0.0  # LOOM_UNSET: dropless
@@ -258,7 +269,7 @@ class MoeConfig:
         c.activation = unset_or(_enum(self.activation, Activation, _ACT_NAMES, "activation"))
         c.dtype = unset_or(_enum(self.dtype, DType, _DTYPE_NAMES, "dtype"))
         c.fp32_math = unset_or(_enum(self.fp32_math, Math, _MATH_NAMES, "fp32_math"))
-        n = self.normalize_top_k
+        n = self._normalize_top_k()
         c.normalize_top_k = UNSET if n is None else int(bool(n))
         c.capacity_factor = float(self.capacity_factor)
         if version >= 2:

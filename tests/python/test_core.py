@@ -366,6 +366,33 @@ class TestConfigs(unittest.TestCase):
         with self.assertRaises(LoomArgumentError):  # before the C call, as a ValueError
             loom.MoeConfig(64, 64, 128, 16, 1 << 24, dtype="fp16").workspace_bytes(8)
 
+    def test_unset_is_none_in_every_optional_field(self):
+        # loom.UNSET (-1) is what the library takes for "default" in every
+        # optional field (LOOM_MOE_CONFIG_INIT); capacity_factor and
+        # CommConfig took it, the enum fields and normalize_top_k refused it
+        none = loom.MoeConfig(128, 128, 8, 2, 16)
+        for f in ("activation", "dtype", "fp32_math", "weight_layout", "normalize_top_k",
+                  "capacity_factor"):
+            with self.subTest(field=f):
+                cfg = loom.MoeConfig(128, 128, 8, 2, 16, **{f: loom.UNSET})
+                cfg.validate(2)
+                if f != "capacity_factor":  # which keeps -1.0 in the struct (C: 0)
+                    self.assertEqual(bytes(cfg.to_c()), bytes(none.to_c()))
+                self.assertTrue(_c_accepts(cfg.to_c(), 2), loom.last_error())
+                self.assertEqual(cfg.workspace_bytes(2), none.workspace_bytes(2))
+                self.assertEqual((cfg.resolved_activation, cfg.resolved_dtype,
+                                  cfg.resolved_fp32_math, cfg.resolved_normalize_top_k,
+                                  cfg.resolved_weight_layout),
+                                 (none.resolved_activation, none.resolved_dtype,
+                                  none.resolved_fp32_math, none.resolved_normalize_top_k,
+                                  none.resolved_weight_layout))
+        self.assertEqual(loom.MoeConfig(128, 128, 8, 2, 16, activation=loom.UNSET,
+                                        weight_layout=loom.UNSET).to_c(version=1).struct_size, 80)
+        with self.assertRaises(LoomArgumentError):  # other negative values stay refused
+            loom.MoeConfig(128, 128, 8, 2, 16, activation=-2).validate()
+        with self.assertRaises(LoomArgumentError):
+            loom.MoeConfig(128, 128, 8, 2, 16, normalize_top_k=-2).validate()
+
     def test_validation_messages(self):
         def msg(**kw):
             base = dict(hidden=128, ffn=128, num_experts=8, top_k=2, max_tokens_per_rank=16)
