@@ -536,6 +536,27 @@ class TestCollectiveGemmOps(unittest.TestCase):
                 getattr(torch.ops.loom, op)(*args)
             self.assertIn(text, str(cm.exception))
 
+    def test_fake_refuses_what_every_collective_refuses(self):
+        # loom_ag_gemm / gemm_rs / gemm_ar (check_args) take n, k >= 1 and
+        # multiples of 8 only; the fakes must refuse the same shapes so that a
+        # traced graph does not fail only when run
+        x = self.mk(8, 64)
+        for op in ("ag_gemm", "gemm_rs", "gemm_ar"):
+            for xs, ws, text in (((8, 64), (12, 64), "n (12) and k (64) must be multiples of 8"),
+                                 ((8, 60), (16, 60), "n (16) and k (60) must be multiples of 8"),
+                                 ((8, 0), (16, 0), "n (16) and k (0) must be >= 1"),
+                                 ((8, 64), (0, 64), "n (0) and k (64) must be >= 1")):
+                with self.subTest(op=op, x=xs, w=ws):
+                    with self.assertRaises(LoomArgumentError) as cm:
+                        getattr(torch.ops.loom, op)(self.id, self.mk(*xs), self.mk(*ws), "none")
+                    self.assertIn(text, str(cm.exception))
+            # and the library says the same of those shapes
+            for n, k in ((12, 64), (16, 60), (16, 0), (0, 64)):
+                with self.assertRaises(LoomError):
+                    lt.gemm_workspace(op, 8, n, k, torch.bfloat16, 4)
+            self.assertEqual(getattr(torch.ops.loom, op)(self.id, x, self.mk(16, 64),
+                                                         "none").dim(), 2)
+
     def test_fake_cuda_and_tracing(self):
         from torch._subclasses.fake_tensor import FakeTensorMode
         from torch.fx.experimental.proxy_tensor import make_fx

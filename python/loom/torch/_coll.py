@@ -121,6 +121,14 @@ def _check(op: str, comm, x: torch.Tensor, weight: torch.Tensor) -> Tuple[int, i
         raise LoomArgumentError(f"{op}: weight has shape {tuple(weight.shape)}; it must be "
                                 "[out, in] (nn.Linear's layout)")
     n, k = weight.shape
+    # the library's rules for every collective GEMM (collective.c check_args)
+    if n < 1 or k < 1:
+        raise LoomArgumentError(f"{op}: weight has shape {tuple(weight.shape)}: n ({n}) and k "
+                                f"({k}) must be >= 1")
+    if n % 8 or k % 8:
+        raise LoomArgumentError(f"{op}: weight has shape {tuple(weight.shape)}: n ({n}) and k "
+                                f"({k}) must be multiples of 8 (16-byte rows for loom's "
+                                "tensor-memory loads)")
     if op == "gemm_ar":
         if x.dim() < 1 or x.shape[-1] != k:
             raise LoomArgumentError(f"{op}: x has shape {tuple(x.shape)}; its last dimension "
