@@ -167,8 +167,12 @@ class Comm:
 
     @staticmethod
     def close_all(comms: Sequence["Comm"]) -> None:
-        """loom_comm_destroy_all over communicators of one process's clique."""
-        live = [c for c in comms if c._handle is not None]
+        """loom_comm_destroy_all over communicators of one process's clique
+        (a communicator listed twice is destroyed once)."""
+        live = []
+        for c in comms:  # once each: the library refuses a handle listed twice
+            if c._handle is not None and not any(c is d for d in live):
+                live.append(c)
         if not live:
             return
         for c in live:

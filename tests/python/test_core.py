@@ -160,6 +160,49 @@ class TestErrors(unittest.TestCase):
                          Result.INVALID_ARGUMENT)
         self.assertIn("signal_slots (2) must be in [3,", loom.last_error())
 
+    def test_close_all_with_a_comm_listed_twice(self):
+        # loom_comm_destroy_all refuses a handle listed twice and destroys
+        # nothing (5476616); close_all must still destroy each communicator
+        # once, not mark them all closed after the refusal. A stand-in for
+        # the library (no GPU here) keeps loom.h's contract for that call.
+        destroyed, real = [], _lib.lib
+
+        class Lib:
+            last = b""
+
+            def loom_comm_destroy_all(self, n, arr):
+                hs = [arr[i] for i in range(n)]
+                if len(set(hs)) != len(hs):
+                    Lib.last = b"loom_comm_destroy_all: comms[0] and comms[2] are the same " \
+                               b"communicator"
+                    return Result.INVALID_ARGUMENT
+                destroyed.extend(hs)
+                Lib.last = b""
+                return Result.SUCCESS
+
+            def loom_last_error(self):
+                return Lib.last
+
+            def loom_result_string(self, r):
+                return real.loom_result_string(r)
+
+        def fake_comm(h):
+            c = object.__new__(loom.Comm)
+            c._handle, c._owned_nccl, c.config = h, None, None
+            c._layers = set()
+            c.rank, c.nranks, c.device, c.workspace_bytes = 0, 2, 0, 0  # 2: no finaliser close
+            return c
+
+        a, b = fake_comm(0x1000), fake_comm(0x2000)
+        a._clique = b._clique = [a, b]
+        _lib.lib = Lib()
+        try:
+            loom.Comm.close_all([a, b, a])
+        finally:
+            _lib.lib = real
+        self.assertEqual(sorted(destroyed), [0x1000, 0x2000])
+        self.assertTrue(a.closed and b.closed)
+
     def test_comm_create_all_without_gpu_raises(self):
         if _lib.device_count() > 0:
             self.skipTest("a GPU is present")
