@@ -273,6 +273,18 @@ class TestReference(unittest.TestCase):
         self.assertTrue(torch.isnan(y[2]).all())
         self.assertTrue(torch.isfinite(y[[0, 1, 3]]).all())
 
+    def test_activation_ints_outside_the_enum_refused(self):
+        # activation takes loom.Activation or its int value; -1 (LOOM_UNSET)
+        # ran SwiGLU (Python's negative index), 4 raised IndexError
+        x, wg, w1, w2 = self._data(64, 16, 4, "fp32", 3, 1)
+        y = lt.reference_moe(x, wg, w1, w2, 2, activation="swiglu")
+        self.assertTrue(torch.equal(y, lt.reference_moe(x, wg, w1, w2, 2,
+                                                        activation=loom.Activation.SWIGLU)))
+        for bad in (-1, -2, 4, True):
+            with self.subTest(activation=bad):
+                with self.assertRaisesRegex(ValueError, "activation"):
+                    lt.reference_moe(x, wg, w1, w2, 2, activation=bad)
+
     def test_caller_routing_and_layouts(self):
         H, F, E, k, T = 64, 16, 4, 2, 6
         x, wg, w1, w2 = self._data(H, F, E, "fp32", T, 7)

@@ -43,8 +43,12 @@ def _act_name(activation) -> str:
     if isinstance(activation, str):
         a = activation.strip().lower()
         a = "silu" if a == "swish" else a
-    else:  # loom.Activation or its int value
-        a = ("relu", "gelu", "silu", "swiglu")[int(activation)]
+    else:  # loom.Activation or its int value (0 .. 3; not a bool, not LOOM_UNSET)
+        if isinstance(activation, bool) or not isinstance(activation, int) \
+                or not 0 <= activation < len(_ACTS):
+            raise ValueError(f"activation ({activation!r}) is not one of {', '.join(_ACTS)} "
+                             "or a loom.Activation")
+        a = _ACTS[int(activation)]
     if a not in _ACTS:
         raise ValueError(f"activation ({activation!r}) is not one of {', '.join(_ACTS)}")
     return a
