@@ -42,11 +42,16 @@ _LAYOUT_NAMES = {"out_in": WeightLayout.OUT_IN, "out-in": WeightLayout.OUT_IN,
                  "in_out": WeightLayout.IN_OUT, "in-out": WeightLayout.IN_OUT}
 
 
+def _is_unset(value) -> bool:
+    """None, or the int UNSET itself (not a bool): the field is LOOM_UNSET."""
+    return value is None or (isinstance(value, int) and not isinstance(value, bool)
+                             and value == UNSET)
+
+
 def _enum(value, enum_type, names, field):
     """None or UNSET -> None (LOOM_UNSET); an enum member, its int value or a name -> the
     member."""
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)
-                         and value == UNSET):
+    if _is_unset(value):
         return None
     if isinstance(value, str):
         key = value.strip().lower()
@@ -82,7 +87,7 @@ def _int(value, field, lo, hi, extra=""):
 
 def _opt_int(value, field, lo, hi, extra=""):
     """None (LOOM_UNSET) passes; so does UNSET itself."""
-    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value == UNSET):
+    if _is_unset(value):
         return None
     return _int(value, field, lo, hi, extra)
 
@@ -180,9 +185,7 @@ class MoeConfig:
     def _normalize_top_k(self):
         """normalize_top_k with UNSET read as None."""
         n = self.normalize_top_k
-        if isinstance(n, int) and not isinstance(n, bool) and n == UNSET:
-            return None
-        return n
+        return None if _is_unset(n) else n
 
     @property
     def resolved_normalize_top_k(self) -> bool:
