@@ -42,10 +42,23 @@ _LAYOUT_NAMES = {"out_in": WeightLayout.OUT_IN, "out-in": WeightLayout.OUT_IN,
                  "in_out": WeightLayout.IN_OUT, "in-out": WeightLayout.IN_OUT}
 
 
+def _as_int(value) -> Optional[int]:
+    """value as an int if it is one: a Python int or a NumPy integer scalar
+    (a model config read with NumPy holds np.int64), never a bool or
+    np.bool_; None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return int(value)
+    t = type(value)
+    if t.__module__ == "numpy" and getattr(getattr(value, "dtype", None), "kind", "") in ("i", "u"):
+        return int(value)
+    return None
+
+
 def _is_unset(value) -> bool:
     """None, or the int UNSET itself (not a bool): the field is LOOM_UNSET."""
-    return value is None or (isinstance(value, int) and not isinstance(value, bool)
-                             and value == UNSET)
+    return value is None or _as_int(value) == UNSET
 
 
 def _enum(value, enum_type, names, field):
@@ -58,11 +71,12 @@ def _enum(value, enum_type, names, field):
         if key in names:
             return names[key]
         raise LoomArgumentError(f"{field} ({value!r}) is not one of " + ", ".join(sorted(names)))
-    if isinstance(value, bool) or not isinstance(value, int):
+    v = _as_int(value)
+    if v is None:
         raise LoomArgumentError(f"{field} ({value!r}) must be a {enum_type.__name__}, its name or "
                                 "None")
     try:
-        return enum_type(value)
+        return enum_type(v)
     except ValueError:
         raise LoomArgumentError(
             f"{field} ({value}) is not a {enum_type.__name__} (" +
@@ -78,11 +92,14 @@ def dtype_of(value) -> DType:
 
 
 def _int(value, field, lo, hi, extra=""):
-    if isinstance(value, bool) or not isinstance(value, int):
+    """value as an int in [lo, hi] (a NumPy integer scalar is an int here), or
+    LoomArgumentError naming the field."""
+    v = _as_int(value)
+    if v is None:
         raise LoomArgumentError(f"{field} ({value!r}) must be an int")
-    if not lo <= value <= hi:
-        raise LoomArgumentError(f"{field} ({value}) must be in [{lo}, {hi}]{extra}")
-    return value
+    if not lo <= v <= hi:
+        raise LoomArgumentError(f"{field} ({v}) must be in [{lo}, {hi}]{extra}")
+    return v
 
 
 def _opt_int(value, field, lo, hi, extra=""):
@@ -119,7 +136,7 @@ class CommConfig:
         c = _lib.comm_config_init()
         for f in fields(self):
             v = getattr(self, f.name)
-            setattr(c, f.name, UNSET if v is None else v)
+            setattr(c, f.name, UNSET if _is_unset(v) else _as_int(v))
         return c
 
     @classmethod
@@ -212,17 +229,15 @@ class MoeConfig:
         (loom.h: R x max_tokens_per_rank x min(top_k, E/R) + 128 x E/R
         <= 2^31 - 128). Returns self."""
         for name in ("hidden", "ffn"):
-            v = getattr(self, name)
-            _int(v, f"MoeConfig.{name}", DIM_ALIGN, MAX_DIM)
+            v = _int(getattr(self, name), f"MoeConfig.{name}", DIM_ALIGN, MAX_DIM)
             if v % DIM_ALIGN:
                 raise LoomArgumentError(f"MoeConfig.{name} ({v}) must be a multiple of {DIM_ALIGN} "
                                         f"in [{DIM_ALIGN}, {MAX_DIM}]")
-        _int(self.num_experts, "MoeConfig.num_experts", 1, MAX_EXPERTS)
-        _int(self.top_k, "MoeConfig.top_k", 1, MAX_TOP_K)
-        if self.top_k > self.num_experts:
-            raise LoomArgumentError(f"MoeConfig.top_k ({self.top_k}) exceeds num_experts "
-                                    f"({self.num_experts})")
-        _int(self.max_tokens_per_rank, "MoeConfig.max_tokens_per_rank", 1, MAX_TOKENS)
+        E = _int(self.num_experts, "MoeConfig.num_experts", 1, MAX_EXPERTS)
+        k = _int(self.top_k, "MoeConfig.top_k", 1, MAX_TOP_K)
+        if k > E:
+            raise LoomArgumentError(f"MoeConfig.top_k ({k}) exceeds num_experts ({E})")
+        tokens = _int(self.max_tokens_per_rank, "MoeConfig.max_tokens_per_rank", 1, MAX_TOKENS)
         self.resolved_activation, self.resolved_dtype, self.resolved_fp32_math
         self.resolved_weight_layout
         n = self._normalize_top_k()
@@ -237,17 +252,17 @@ class MoeConfig:
             raise LoomArgumentError(f"MoeConfig.capacity_factor ({cf!r}) must be 0 (dropless) or "
                                     f"in (0, {MAX_CAPACITY_FACTOR:g}]")
         if nranks is not None:
-            _int(nranks, "nranks", 1, _lib.MOE_MAX_RANKS)
-            if self.num_experts % nranks:
-                raise LoomArgumentError(f"MoeConfig.num_experts ({self.num_experts}) is not "
+            nranks = _int(nranks, "nranks", 1, _lib.MOE_MAX_RANKS)
+            if E % nranks:
+                raise LoomArgumentError(f"MoeConfig.num_experts ({E}) is not "
                                         f"divisible by the number of ranks ({nranks})")
-            el = self.num_experts // nranks
-            rows = nranks * self.max_tokens_per_rank * min(self.top_k, el) + DISPATCH_TILE * el
+            el = E // nranks
+            rows = nranks * tokens * min(k, el) + DISPATCH_TILE * el
             if rows > MAX_DISPATCH_ROWS:
                 raise LoomArgumentError(
                     f"MoeConfig: the layer's dispatch region would have {rows} rows ({nranks} "
-                    f"ranks x max_tokens_per_rank {self.max_tokens_per_rank} x min(top_k "
-                    f"{self.top_k}, E/R {el}) + {DISPATCH_TILE} x E/R), more than its row indices "
+                    f"ranks x max_tokens_per_rank {tokens} x min(top_k "
+                    f"{k}, E/R {el}) + {DISPATCH_TILE} x E/R), more than its row indices "
                     f"hold (2^31 - {DISPATCH_TILE}): lower max_tokens_per_rank, top_k or the rank "
                     "count")
         return self
@@ -262,9 +277,9 @@ class MoeConfig:
             raise LoomArgumentError(f"version ({version}) must be in [1, {_lib.API_VERSION}]")
         c.version = version
         c.struct_size = _lib.MOE_CONFIG_SIZES[version - 1]
-        c.hidden, c.ffn = self.hidden, self.ffn
-        c.num_experts, c.top_k = self.num_experts, self.top_k
-        c.max_tokens_per_rank = self.max_tokens_per_rank
+        c.hidden, c.ffn = _as_int(self.hidden), _as_int(self.ffn)
+        c.num_experts, c.top_k = _as_int(self.num_experts), _as_int(self.top_k)
+        c.max_tokens_per_rank = _as_int(self.max_tokens_per_rank)
 
         def unset_or(v):
             return UNSET if v is None else int(v)
@@ -284,7 +299,7 @@ class MoeConfig:
         """loom_moe_workspace_bytes: (minimum workspace_bytes, minimum
         signal_slots) of a communicator of nranks ranks for this layer."""
         self.validate(nranks)
-        c = self.to_c()
+        c, nranks = self.to_c(), _as_int(nranks)
         b, s = ctypes.c_size_t(), ctypes.c_int()
         check(_lib.lib.loom_moe_workspace_bytes(ctypes.byref(c), nranks, ctypes.byref(b),
                                            ctypes.byref(s)))
@@ -293,7 +308,7 @@ class MoeConfig:
     def describe_workspace(self, nranks: int) -> str:
         """loom_moe_workspace_describe: the workspace formula in words."""
         self.validate(nranks)
-        c = self.to_c()
+        c, nranks = self.to_c(), _as_int(nranks)
         buf = ctypes.create_string_buffer(2048)
         check(_lib.lib.loom_moe_workspace_describe(ctypes.byref(c), nranks, buf, len(buf)))
         return buf.value.decode()

@@ -475,6 +475,35 @@ class TestConfigs(unittest.TestCase):
         self.assertEqual((c.activation, c.dtype, c.normalize_top_k, c.weight_layout),
                          (-1, -1, -1, -1))
 
+    def test_numpy_integer_fields(self):
+        # A model config read with NumPy holds np.int64 sizes: they are ints
+        # here (validated, in the C struct as the same values); np.bool_ and
+        # NumPy floats are not.
+        try:
+            import numpy as np
+        except ImportError:
+            self.skipTest("numpy not installed")
+        cfg = loom.MoeConfig(np.int64(128), np.int32(64), np.int64(8), np.uint8(2),
+                             np.int64(16), activation=np.int64(3))
+        self.assertIs(cfg.validate(np.int64(2)), cfg)
+        c = cfg.to_c()
+        self.assertEqual((c.hidden, c.ffn, c.num_experts, c.top_k, c.max_tokens_per_rank,
+                          c.activation), (128, 64, 8, 2, 16, 3))
+        self.assertEqual(cfg.workspace_bytes(np.int64(2)),
+                         loom.MoeConfig(128, 64, 8, 2, 16, activation=3).workspace_bytes(2))
+        self.assertEqual(loom.MoeConfig(128, 64, 8, 2, 16, dtype=np.int64(loom.UNSET)).to_c().dtype,
+                         -1)
+        loom.CommConfig(timeout_ms=np.int64(1000), signal_slots=np.int32(64)).validate()
+        for bad in (dict(top_k=np.bool_(True)), dict(hidden=np.float64(128.0)),
+                    dict(num_experts=np.int64(2000))):
+            base = dict(hidden=128, ffn=64, num_experts=8, top_k=2, max_tokens_per_rank=16)
+            base.update(bad)
+            with self.assertRaises(LoomArgumentError) as cm:
+                loom.MoeConfig(**base).validate()
+            self.assertIn("MoeConfig." + next(iter(bad)), cm.exception.message)
+        with self.assertRaises(LoomArgumentError):
+            loom.MoeConfig(128, 64, 8, 2, 16).validate(np.float64(2.0))
+
     def test_comm_config(self):
         self.assertEqual(loom.CommConfig().to_c().workspace_bytes, -1)
         with self.assertRaises(LoomArgumentError):

@@ -294,6 +294,16 @@ class TestReference(unittest.TestCase):
         y3 = lt.reference_moe(x, wg.t(), w1.transpose(1, 2), w2.transpose(1, 2), k,
                               weight_layout="in_out")
         self.assertTrue(torch.equal(y, y3))
+        for layout in (loom.WeightLayout.IN_OUT, int(loom.WeightLayout.IN_OUT), "in-out"):
+            with self.subTest(weight_layout=layout):  # as MoeConfig takes it
+                self.assertTrue(torch.equal(y, lt.reference_moe(
+                    x, wg.t(), w1.transpose(1, 2), w2.transpose(1, 2), k, weight_layout=layout)))
+        self.assertTrue(torch.equal(y, lt.reference_moe(x, wg, w1, w2, k,
+                                                        weight_layout=loom.WeightLayout.OUT_IN)))
+        for bad in ("rows", 5, True):
+            with self.subTest(weight_layout=bad):
+                with self.assertRaisesRegex(ValueError, "weight_layout"):
+                    lt.reference_moe(x, wg, w1, w2, k, weight_layout=bad)
         y4 = lt.reference_moe(x.view(2, 3, H), wg, w1, w2, k)
         self.assertTrue(torch.equal(y, y4.view(T, H)))
         with self.assertRaises(ValueError):
@@ -377,6 +387,22 @@ class TestModuleCPU(unittest.TestCase):
                 self.assertEqual((y.shape, y.dtype), (x.shape, x.dtype))
                 ref = _hf_block_naive(x, sd["gate.weight"], experts, self.k, norm)
                 self.assertLess(_row_rel_err(y, ref).max().item(), 1e-5)
+
+    def test_cpu_forward_checks_x_as_the_gpu_op(self):
+        # The CPU forward (reference_moe) refuses what torch.ops.loom.moe_forward
+        # refuses, with the same messages: more tokens than max_tokens, a wrong
+        # hidden size or dtype.
+        m = self._moe(max_tokens=8)
+        m.load_hf_state_dict(self._hf_sd("qwen3", prefix="", seed=3)[0])
+        self.assertEqual(m(torch.randn(2, 4, self.H)).shape, (2, 4, self.H))
+        for x, msg in ((torch.randn(3, 3, self.H), "x has 9 tokens; the layer was made for at "
+                        "most max_tokens_per_rank = 8"),
+                       (torch.randn(4, self.H + 64), "its last dimension must be hidden"),
+                       (torch.randn(4, self.H, dtype=torch.float64), "the layer's dtype is "
+                        "torch.float32")):
+            with self.subTest(shape=tuple(x.shape), dtype=x.dtype):
+                with self.assertRaisesRegex(LoomArgumentError, msg):
+                    m(x)
 
     def test_load_errors_leave_weights_unchanged(self):
         m = self._moe()

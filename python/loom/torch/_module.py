@@ -26,8 +26,8 @@ from ..config import MoeConfig
 from ..runtime import Comm, MoeLayer
 from ._dist import default_comm
 from ._dtypes import loom_dtype
-from ._ops import moe_forward, moe_forward_routed, moe_forward_routing, register_layer, \
-    unregister_layer
+from ._ops import check_tokens, moe_forward, moe_forward_routed, moe_forward_routing, \
+    register_layer, unregister_layer
 from ._reference import reference_moe
 
 # Hugging Face per-expert names of (gate, up, down) projections by model family.
@@ -83,8 +83,8 @@ class MoE(nn.Module):
         fine: the loom layer is made when the block moves to its GPU).
     forward(x [..., H]) -> y, same shape and dtype. On a CUDA device it is
     one loom kernel (torch.ops.loom.moe_forward) on the current stream:
-    torch.compile and CUDA graphs work. On the CPU (world size 1) it runs
-    reference_moe, the exact (slow) reference. Forward only: parameters are
+    torch.compile and CUDA graphs work. On the CPU (world size 1) it checks
+    x as the GPU op does and runs reference_moe, the exact (slow) reference. Forward only: parameters are
     created with requires_grad=False and the ops have no backward.
     With R > 1 every forward is collective: every rank calls it the same
     number of times, each with its own tokens (0 allowed).
@@ -243,6 +243,7 @@ class MoE(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self._handle is None and x.device.type == "cpu" and self.w1.device.type == "cpu":
+            check_tokens(self.config, x)  # what the GPU op refuses, refused here too
             return self.reference(x).to(x.dtype)
         return moe_forward(self._need_handle(x), x, self.gate.weight, self.w1, self.w2)
 

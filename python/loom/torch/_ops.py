@@ -95,7 +95,13 @@ def _check_weights(layer, gate_weight: Optional[torch.Tensor], w1: torch.Tensor,
 
 
 def _check_x(layer, x: torch.Tensor) -> None:
-    c = layer.config
+    check_tokens(layer.config, x)
+    _expect_device(x, "x", layer)
+
+
+def check_tokens(c, x: torch.Tensor) -> None:
+    """x against MoeConfig c, device aside: [..., hidden], c's dtype, at most
+    max_tokens_per_rank tokens (the GPU ops and the CPU forward alike)."""
     if not isinstance(x, torch.Tensor):
         raise LoomArgumentError(f"x must be a tensor, got {type(x).__name__}")
     if x.dim() < 1 or x.shape[-1] != c.hidden:
@@ -104,7 +110,6 @@ def _check_x(layer, x: torch.Tensor) -> None:
     dt = torch_dtype(c.resolved_dtype)
     if x.dtype != dt:
         raise LoomArgumentError(f"x is {x.dtype}; the layer's dtype is {dt}")
-    _expect_device(x, "x", layer)
     T = math.prod(x.shape[:-1])
     if T > c.max_tokens_per_rank:
         raise LoomArgumentError(f"x has {T} tokens; the layer was made for at most "

@@ -33,6 +33,9 @@ from typing import Optional, Tuple, Union
 
 import torch
 
+from .._lib import WeightLayout
+from ..config import _LAYOUT_NAMES, _enum
+
 _SLICES = 32  # the gate's canonical summation slices (ref_moe_gate)
 _TOKEN_CHUNK = 512  # tokens per gate chunk (bounds the [chunk, 32, E] fp64 temporary)
 
@@ -130,7 +133,7 @@ def reference_moe(x: torch.Tensor, gate_weight: Optional[torch.Tensor], w1: torc
                   normalize_top_k: bool = True, capacity_factor: float = 0.0,
                   expert_ids: Optional[torch.Tensor] = None,
                   routing_weights: Optional[torch.Tensor] = None,
-                  weight_layout: str = "out_in", return_routing: bool = False
+                  weight_layout="out_in", return_routing: bool = False
                   ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     """The MoE layer forward of one rank's tokens with ALL experts, as loom's
     CPU reference computes it (module docstring). Returns fp32 y shaped like x.
@@ -144,15 +147,16 @@ def reference_moe(x: torch.Tensor, gate_weight: Optional[torch.Tensor], w1: torc
     w2           [E, H, F] ("out_in") or [E, F, H] ("in_out")
     top_k        choices per token
     activation   "relu", "gelu" (exact), "silu" or "swiglu" (or loom.Activation)
+    weight_layout  "out_in" / "in_out" or a loom.WeightLayout, as MoeConfig takes
+                 it (a bad value raises ValueError)
     capacity_factor  0: dropless; c > 0: ceil(c * T * k / E) per expert
     expert_ids, routing_weights  caller routing [..., k] (both or neither;
                  ids may repeat, as in the reference)
     return_routing  also return (ids int32 [..., k], weights fp32 [..., k])
     """
     act = _act_name(activation)
-    if weight_layout not in ("out_in", "in_out"):
-        raise ValueError(f"weight_layout ({weight_layout!r}) must be 'out_in' or 'in_out'")
-    if weight_layout == "in_out":
+    layout = _enum(weight_layout, WeightLayout, _LAYOUT_NAMES, "weight_layout")
+    if layout == WeightLayout.IN_OUT:
         gate_weight = None if gate_weight is None else gate_weight.t()
         w1, w2 = w1.transpose(1, 2), w2.transpose(1, 2)
     H = x.shape[-1]
