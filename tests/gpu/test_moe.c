@@ -545,10 +545,12 @@ static double case_tolerance(const moe_case *c) {
   return c->math == LOOM_MATH_FP32 ? TOL_FP32 : TOL_TF32;
 }
 
-/* Reference capacity of source rank r: ceil(c * T * k / E), 0 = dropless. */
+/* Reference capacity of source rank r: ceil(c * T * k / E), 0 = dropless
+ * (also when it reaches T * k, the rank's assignments: moe.cu capacity_of). */
 static int case_capacity(const moe_case *c, int r) {
   if (c->capacity <= 0.0 || c->tokens[r] == 0) return 0;
-  return (int)ceil(c->capacity * (double)c->tokens[r] * (double)c->k / (double)c->E);
+  const double cap = ceil(c->capacity * (double)c->tokens[r] * (double)c->k / (double)c->E);
+  return cap >= (double)c->tokens[r] * c->k ? 0 : (int)cap;
 }
 
 static loom_moe_config_t layer_config(const moe_case *c) {

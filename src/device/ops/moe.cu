@@ -1010,9 +1010,14 @@ static __device__ int moe_credits(const loom_dev_comm &c, const loom_moe_params 
   return 1;
 }
 
+/* Rows an expert keeps of a source of T tokens: ceil(cf T K / E), or no
+ * limit. The source has T K assignments, so a capacity of T K or more keeps
+ * them all; clamping there keeps the conversion inside int (cf <= 1e6, T <=
+ * 2^24: cf T K / E can reach ~2^48). */
 static __device__ int capacity_of(const loom_moe_params &p, int T) {
   if (p.capacity_factor <= 0.0) return 0x7fffffff;
-  return (int)ceil(p.capacity_factor * (double)T * p.K / p.E);
+  const double c = ceil(p.capacity_factor * (double)T * p.K / p.E);
+  return c >= (double)T * p.K ? 0x7fffffff : (int)c;
 }
 
 #define MOE_PLACE_BASE_BYTES 65536 /* <= every kernel's dynamic shared memory (plan_parts) */
