@@ -203,7 +203,7 @@ _Static_assert(LOOM_FP32 == 0 && LOOM_BF16 == 1 && LOOM_FP16 == 2,
 #define LAYOUT_DIM_F 320
 #define ID_TRACE 5000
 #define ID_DECODE 6000 /* + v, v < NUM_DECODE_CASES */
-#define NUM_DECODE_CASES 5
+#define NUM_DECODE_CASES 6
 #define TRACE_CAPACITY (1 << 18) /* events: far more than the trace case records */
 #define TRACE_TINY 5             /* the small-capacity run's capacity */
 #define TRACE_GUARD 64           /* events past it that must stay poisoned */
@@ -487,17 +487,20 @@ static moe_case make_trace_case(int R) {
  * (OUT_IN weights: the GEMMs with few column tasks take half-width tasks,
  * moe.cu moe_task_cols), each dtype path, SwiGLU and plain activations,
  * tiles of a few rows and of 100 (both consumer warpgroups), GEMM1 K from
- * 1408 to 4096. Run twice: the second forward must give the same bits.
+ * 1408 to 4096; case 5 (k = E = 8: every expert gets every token, 24
+ * rows at one rank) the 32-row swapped tile, its GEMM1 in K shares. Run
+ * twice: the second forward must give the same bits.
  * (Session 38 tried splitting such GEMMs' K over several tasks against
  * these cases; not kept: bench/RESULTS.md session 38.) */
 static moe_case make_decode_case(int R, int v) {
-  static const loom_dtype_t dt[NUM_DECODE_CASES] = {LOOM_BF16, LOOM_BF16, LOOM_BF16, LOOM_FP32, LOOM_FP16};
+  static const loom_dtype_t dt[NUM_DECODE_CASES] = {LOOM_BF16, LOOM_BF16, LOOM_BF16,
+                                                    LOOM_FP32, LOOM_FP16, LOOM_BF16};
   static const loom_activation_t act[NUM_DECODE_CASES] = {LOOM_ACT_SWIGLU, LOOM_ACT_SILU, LOOM_ACT_SWIGLU,
-                                                          LOOM_ACT_GELU, LOOM_ACT_RELU};
-  static const int H[NUM_DECODE_CASES] = {2048, 2048, 1024, 1024, 1024},
-                   F[NUM_DECODE_CASES] = {1408, 2048, 4096, 2048, 2048},
-                   k[NUM_DECODE_CASES] = {8, 8, 2, 2, 2}, E[NUM_DECODE_CASES] = {64, 64, 8, 8, 4},
-                   T[NUM_DECODE_CASES] = {1, 1, 1, 16, 200};
+                                                          LOOM_ACT_GELU,   LOOM_ACT_RELU, LOOM_ACT_SWIGLU};
+  static const int H[NUM_DECODE_CASES] = {2048, 2048, 1024, 1024, 1024, 1024},
+                   F[NUM_DECODE_CASES] = {1408, 2048, 4096, 2048, 2048, 2048},
+                   k[NUM_DECODE_CASES] = {8, 8, 2, 2, 2, 8}, E[NUM_DECODE_CASES] = {64, 64, 8, 8, 4, 8},
+                   T[NUM_DECODE_CASES] = {1, 1, 1, 16, 200, 24};
   moe_case c = make_special_case(ID_DECODE + v, R, dt[v], act[v], k[v], E[v]);
   c.H = H[v];
   c.F = F[v];
