@@ -84,8 +84,9 @@ class MoE(nn.Module):
     forward(x [..., H]) -> y, same shape and dtype. On a CUDA device it is
     one loom kernel (torch.ops.loom.moe_forward) on the current stream:
     torch.compile and CUDA graphs work. On the CPU (world size 1) it checks
-    x as the GPU op does and runs reference_moe, the exact (slow) reference. Forward only: parameters are
-    created with requires_grad=False and the ops have no backward.
+    x as the GPU op does and runs reference_moe, the exact (slow) reference.
+    Forward only: parameters are created with requires_grad=False and the
+    ops have no backward.
     With R > 1 every forward is collective: every rank calls it the same
     number of times, each with its own tokens (0 allowed).
     """
