@@ -91,11 +91,15 @@ struct moe_cfg {
 };
 static_assert(LOOM_MOE_BM == tile_cfg::BM && LOOM_MOE_BN == tile_cfg::BN,
               "moe.h tile sizes are the tile engine's");
-/* Rows a local expert may have for its call to run on the swapped decode
- * tile (moe_hop_consumer, moe_swap): its token rows are wgmma's N */
-#define MOE_SWAP_ROWS 16
-#define MOE_SWAP_PART_BYTES (MOE_SWAP_ROWS * 128 * 4) /* a task's fp32 outputs (K shares' partials) */
-#define MOE_SPLIT_MAX 4                               /* K shares of a swapped GEMM1 task at most */
+/* Rows a local expert may have for its call to run on a swapped decode
+ * tile (moe_hop_consumer, moe_swap): its token rows are wgmma's N, 16 or
+ * 32 (moe_counts picks the smaller that holds every local expert) */
+#define MOE_SWAP_ROWS 32
+#define MOE_SWAP_BOX 16 /* rows of the row boxes a0s, a1s (make_maps); the 32-row tile loads two a stage */
+#define MOE_SPLIT_MAX 4 /* K shares of a swapped GEMM1 task at most */
+/* loom_launch_moe: the 32-row tile's kernel from this many rows an expert
+ * on average (session 41: E = 64 k = 8 T = 128 at one rank, 16, -3.4%) */
+#define MOE_SWAP32_FROM 8
 
 /* A block's trace state (loom.h "In-kernel trace"); only thread 0 touches
  * it. open[TR_WORK] is the open work slice, open[TR_WAIT] the open wait
@@ -121,7 +125,8 @@ struct moe_shared {
   int soff[LOOM_MOE_MAX_EXPERTS];   /* [R][El] (s, le)'s first row among the rows s sent here */
   int tp[LOOM_MOE_MAX_EXPERTS + 1]; /* [El + 1] cumulative row tiles per local expert */
   int scan[32];                     /* block_scan's warp totals */
-  int swap;                         /* moe_counts: this call's experts run on the swapped decode tile */
+  int swap;                         /* moe_counts: this call's experts run on the swapped decode tile of
+                                       this many rows (16, 32); 0: the 128 x 256 tile */
   moe_trace_sh tr;                  /* trace batch (tracing on only) */
   int value;                        /* broadcast slot */
 };
@@ -1242,7 +1247,7 @@ static __device__ __forceinline__ int32_t moe_hdr(const loom_dev_comm &c, const 
 }
 
 static __device__ int moe_counts(const loom_dev_comm &c, const loom_moe_params &p,
-                                 const loom_moe_call &call, moe_shared &sh, uint64_t epoch) {
+                                 const loom_moe_call &call, moe_shared &sh, uint64_t epoch, int sw) {
   const int El = p.El, R = p.R, E = p.E, me = c.rank;
   /* Every source's header at once: lane l of warp 0 waits for sources l,
    * l + 32, ... (signal and call tag), then checks each header's config
@@ -1311,17 +1316,19 @@ static __device__ int moe_counts(const loom_dev_comm &c, const loom_moe_params &
   /* base_me(le) is roff[me * El + le] of the sender-side scan: keep it in tp */
   for (int le = threadIdx.x; le < El; le += blockDim.x) sh.tp[le] = sh.roff[me * El + le];
   __syncthreads();
-  int big = 0; /* a local expert of this thread has more rows than the swapped tile takes */
+  int most = 0; /* the most rows a local expert of this thread has */
   for (int le = threadIdx.x; le < El; le += blockDim.x) {
     int run = sh.tp[le];
     for (int s = 0; s < R; s++) {
       sh.roff[s * El + le] = run;
       run += sh.rc[s * El + le];
     }
-    big |= run - sh.tp[le] > MOE_SWAP_ROWS;
+    most = max(most, run - sh.tp[le]);
     sh.tp[le] = (run - sh.tp[le] + LOOM_MOE_BM - 1) / LOOM_MOE_BM; /* tiles of le */
   }
-  const int swap = __syncthreads_or(big) == 0 && p.swap;
+  /* the kernel's swapped tile (sw rows: moe_kernel's SW) where every local
+   * expert has at most sw rows and p.swap */
+  const int swap = __syncthreads_or(most > sw) == 0 && p.swap ? sw : 0;
   if (threadIdx.x == 0) sh.swap = swap;
   seg_scan(sh.soff, R, El, sh.scan);
   if (threadIdx.x == 0) {
@@ -1766,15 +1773,16 @@ template <int MATH> struct moe_hop;
 template <> struct moe_hop<TILE_BF16> { typedef hop_cfg<HOP_BF16, 128, 256, 4, HOP_ML_COOP> cfg; };
 template <> struct moe_hop<TILE_FP16> { typedef hop_cfg<HOP_FP16, 128, 256, 4, HOP_ML_COOP> cfg; };
 template <> struct moe_hop<TILE_TF32> { typedef hop_cfg<HOP_TF32, 128, 256, 4, HOP_ML_COOP> cfg; };
-/* The swapped decode tile (docs/tile.md "v9"): 128 weight rows are wgmma's
- * M (each consumer WG 64), the tile's <= MOE_SWAP_ROWS token rows its N,
- * so a stage is 16 KB of weights + 2 KB of rows and MOE_SWAP_STAGES of them
- * fit where the 128 x 256 tile keeps 4 of 48 KB: 160 KB of weights in
- * flight an SM instead of 64 KB (half-width tasks) or 128 KB. */
-#define MOE_SWAP_STAGES 10
-template <int MATH> struct moe_swap {
-  typedef hop_cfg<moe_hop<MATH>::cfg::dtype, 128, MOE_SWAP_ROWS, MOE_SWAP_STAGES, HOP_ML_COOP, 1, 1,
-                  HOP_EPI_DIRECT, 1>
+/* The swapped decode tiles (docs/tile.md "v9"): 128 weight rows are
+ * wgmma's M (each consumer WG 64), the tile's N = 16 or 32 token rows its
+ * N, so a stage is 16 KB of weights + 2 or 4 KB of rows and 10 or 8 of
+ * them fit where the 128 x 256 tile keeps 4 of 48 KB: 160 or 128 KB of
+ * weights in flight an SM instead of 64 KB (half-width tasks) or 128 KB. */
+#define MOE_SWAP_STAGES 10  /* N = 16 */
+#define MOE_SWAP32_STAGES 8 /* N = 32 (9 would end past the 128 x 256 ring: phase_experts_hop) */
+template <int MATH, int N> struct moe_swap {
+  typedef hop_cfg<moe_hop<MATH>::cfg::dtype, 128, N, N == 16 ? MOE_SWAP_STAGES : MOE_SWAP32_STAGES,
+                  HOP_ML_COOP, 1, 1, HOP_EPI_DIRECT, 1>
       cfg;
 };
 /* the swapped tile's outputs, [MOE_SWAP_ROWS][MOE_SWAP_PITCH] fp32 in its
@@ -1784,7 +1792,7 @@ template <int MATH> struct moe_swap {
 #define MOE_HOP_BAR_SWAP HOP_BAR_SWAP /* named barrier: both consumer WGs around the transpose */
 /* task words and records for the deeper of the two rings (phase_experts_hop) */
 #define MOE_TASK_SLOTS MOE_SWAP_STAGES
-static_assert(MOE_SWAP_ROWS * 128 / 8 <= 256, "one 8-column chunk a consumer thread (moe_swap_store)");
+static_assert(MOE_SWAP_ROWS * 128 / 8 <= 2 * 256, "two 8-column chunks a consumer thread at most (moe_swap_store)");
 #define MOE_HOP_THREADS 384
 static_assert(LOOM_MOE_TT <= GATE_TPW * (MOE_HOP_THREADS / 32), "gate_tokens covers a tile's tokens");
 static_assert(MOE_HOP_THREADS / 32 <= GATE_MAX_WARPS && moe_cfg::warps <= GATE_MAX_WARPS &&
@@ -1881,7 +1889,7 @@ static __device__ __forceinline__ moe_task moe_rec_get(const volatile int32_t *r
 struct moe_maps {
   CUtensorMap a0, b0, a1, b1;
   CUtensorMap b0h, b1h; /* half-width tasks' boxes (moe_task_cols): 128 weight rows, SwiGLU's GEMM0 64 + 64 */
-  CUtensorMap a0s, a1s; /* the swapped tile's row boxes: MOE_SWAP_ROWS rows of a0's, a1's tensors */
+  CUtensorMap a0s, a1s; /* the swapped tiles' row boxes: MOE_SWAP_BOX rows of a0's, a1's tensors */
 };
 
 /* A call's expert tasks: hc h columns a GEMM0 task (nF of them a row
@@ -1909,6 +1917,7 @@ struct moe_cols {
 };
 template <class CFG>
 static __device__ __forceinline__ moe_cols moe_task_cols(const loom_moe_params &p, int ntl, int swap) {
+  /* swap: the swapped tile's rows (16, 32), 0 the 128 x 256 tile */
   moe_cols r;
   const int hc = p.gated ? CFG::BN / 2 : CFG::BN, G = (int)gridDim.x;
   /* the swapped tile's tasks are 128 weight rows: half-width always */
@@ -1926,7 +1935,7 @@ static __device__ __forceinline__ moe_cols moe_task_cols(const loom_moe_params &
   r.ks = 1;
   const int t1 = ntl * r.nH;
   if (swap && p.split && t1 > 0 && 2 * t1 <= G) {
-    const int room = (LOOM_MOE_BM - MOE_SWAP_ROWS) * p.F * p.es / (MOE_SWAP_PART_BYTES * r.nH);
+    const int room = (LOOM_MOE_BM - swap) * p.F * p.es / (swap * 128 * 4 * r.nH); /* slots of swap x 128 fp32 */
     r.ks = min(min(MOE_SPLIT_MAX, G / t1), min(room, p.F / (8 * CFG::BK)));
     if (r.ks < 2) r.ks = 1;
   }
@@ -1992,6 +2001,9 @@ static __device__ int moe_hop_producer(const loom_dev_comm &c, const loom_moe_pa
       uint8_t *const as = CFG::swap ? sm.b + stage * CFG::b_stage_bytes : sm.a + stage * CFG::a_stage_bytes;
       uint8_t *const bs = CFG::swap ? sm.a + stage * CFG::a_stage_bytes : sm.b + stage * CFG::b_stage_bytes;
       ptx_tma_load_2d(as, ma, &sm.full[stage], kc, (int)t.row0);
+      /* the 32-row tile: its second 16 rows, 2 KB on (two swizzle atoms) */
+      if (CFG::swap && CFG::BN == 2 * MOE_SWAP_BOX)
+        ptx_tma_load_2d(as + MOE_SWAP_BOX * 128, ma, &sm.full[stage], kc, (int)t.row0 + MOE_SWAP_BOX);
       ptx_tma_load_2d(bs, mb, &sm.full[stage], kc, b0); /* the task's rows, or its gate rows */
       if (two_boxes) ptx_tma_load_2d(bs + up_row * 128, mb, &sm.full[stage], kc, b1); /* up rows */
       if (++stage == CFG::STAGES) {
@@ -2105,48 +2117,61 @@ template <typename T> static __device__ __forceinline__ void moe_store8(T *d, co
   }
 }
 /* The swapped tile's shared memory besides its ring: the transpose S
- * ([MOE_SWAP_ROWS][MOE_SWAP_PITCH] fp32) and a word that tells the block's
- * consumers their K share arrived last */
+ * ([N][MOE_SWAP_PITCH] fp32) and a word that tells the block's consumers
+ * their K share arrived last */
 struct moe_swap_sm {
   float *s;
   volatile int *last;
 };
-template <int DT>
+/* The swapped tile's epilogue (N = 16 or 32 token rows): both WGs'
+ * accumulators through S, then 8-column chunks of a row, N / 16 a thread
+ * (a 16-row tile's one, a 32-row tile's two: chunk tid and tid + 256). */
+template <int DT, int N>
 static __device__ __forceinline__ void moe_swap_store(const loom_dev_comm &c, const loom_moe_params &p,
                                                       const moe_shared &sh, const float *acc, const moe_swap_sm &ss,
                                                       const moe_task &t, const moe_cols &cols) {
   typedef typename elem<DT>::T T;
+  constexpr int NI = N / 16, PART = N * 128; /* chunks a thread; floats of a K share's partial */
   float *const S = ss.s;
   const int tid = moe_fresh((int)threadIdx.x), lane = tid & 31, warp = tid >> 5, q = lane & 3;
   ptx_named_bar_sync(MOE_HOP_BAR_SWAP, 256);
 #pragma unroll
-  for (int i = 0; i < 8; i++)
+  for (int i = 0; i < N / 2; i++)
     S[(8 * (i >> 2) + 2 * q + (i & 1)) * MOE_SWAP_PITCH + 16 * warp + (lane >> 2) + 8 * ((i >> 1) & 1)] = acc[i];
   ptx_named_bar_sync(MOE_HOP_BAR_SWAP, 256);
   const int pair = t.gemm == 0 && p.gated; /* SwiGLU: 64 outputs a row, 8 chunks */
-  const int lg = pair ? 3 : 4, r = tid >> lg, g = tid & ((1 << lg) - 1);
+  const int lg = pair ? 3 : 4;
   const int c0 = t.nb * (t.gemm ? cols.cw : cols.hc);
   const int ncols = t.gemm ? min(cols.cw, p.H - c0) : min(cols.hc, p.F - c0);
-  const int live = r < t.rows && 8 * g < ncols;
-  const float *src = S + r * MOE_SWAP_PITCH + 8 * g;
-  float x[8];
+  int r[NI], g[NI], live[NI];
+#pragma unroll
+  for (int j = 0; j < NI; j++) {
+    const int it = tid + 256 * j;
+    r[j] = it >> lg;
+    g[j] = it & ((1 << lg) - 1);
+    live[j] = r[j] < t.rows && 8 * g[j] < ncols;
+  }
+  float x[NI][8];
   if (t.gemm && cols.ks > 1) {
     /* A K share: its partial goes to slot t.ks of the column block's
-     * slots, kept in the tile's rows of h past MOE_SWAP_ROWS (free in a
-     * swapped call: a tile has <= MOE_SWAP_ROWS rows and owns 128 rows of
-     * h; moe_task_cols sized ks to fit). The share that arrives last (a
-     * counter per column block, p.split_cnt, back to 0 after it) adds the
-     * slots in share order 0, 1, ..: the sum does not depend on which
-     * share finished last. */
-    float *const slots = (float *)((char *)p.h + (t.row0 + MOE_SWAP_ROWS) * p.F * sizeof(T)) +
-                         (size_t)t.nb * cols.ks * (MOE_SWAP_PART_BYTES / 4);
-    const int at = r * 128 + 8 * g; /* this thread's 8 floats in a slot */
-    if (live) {
-      float4 *d = (float4 *)(slots + t.ks * (MOE_SWAP_PART_BYTES / 4) + at);
-      d[0] = *(const float4 *)src;
-      d[1] = *(const float4 *)(src + 4);
-      __threadfence();
-    }
+     * slots, kept in the tile's rows of h past row N (free in a swapped
+     * call: a tile has <= N rows and owns 128 rows of h; moe_task_cols
+     * sized ks to fit). The share that arrives last (a counter per column
+     * block, p.split_cnt, back to 0 after it) adds the slots in share
+     * order 0, 1, ..: the sum does not depend on which share finished
+     * last. */
+    float *const slots = (float *)((char *)p.h + (t.row0 + N) * p.F * sizeof(T)) + (size_t)t.nb * cols.ks * PART;
+    int any = 0;
+#pragma unroll
+    for (int j = 0; j < NI; j++)
+      if (live[j]) {
+        const float *src = S + r[j] * MOE_SWAP_PITCH + 8 * g[j];
+        float4 *d = (float4 *)(slots + t.ks * PART + r[j] * 128 + 8 * g[j]);
+        d[0] = *(const float4 *)src;
+        d[1] = *(const float4 *)(src + 4);
+        any = 1;
+      }
+    if (any) __threadfence();
     ptx_named_bar_sync(MOE_HOP_BAR_SWAP, 256);
     if (tid == 0) {
       uint32_t *cnt = &p.split_cnt[(sh.tp[t.le] + t.tl) * cols.nH + t.nb];
@@ -2157,34 +2182,48 @@ static __device__ __forceinline__ void moe_swap_store(const loom_dev_comm &c, co
     ptx_named_bar_sync(MOE_HOP_BAR_SWAP, 256);
     /* *ss.last is next written after the first barrier of this block's
      * next split task, which every consumer thread reaches after this read */
-    if (!*ss.last || !live) return;
+    if (!*ss.last || !live[0]) return; /* chunk tid + 256 is live only where chunk tid is */
     ptx_fence_acq_rel_gpu();
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-      float4 v = ptx_ld_cg_f4((const float4 *)(slots + at + 4 * h));
-      for (int k = 1; k < cols.ks; k++) {
-        const float4 w = ptx_ld_cg_f4((const float4 *)(slots + k * (MOE_SWAP_PART_BYTES / 4) + at + 4 * h));
-        v.x += w.x;
-        v.y += w.y;
-        v.z += w.z;
-        v.w += w.w;
+    for (int j = 0; j < NI; j++) {
+      if (!live[j]) continue;
+      const float *at = slots + r[j] * 128 + 8 * g[j]; /* this chunk's 8 floats in slot 0 */
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        float4 v = ptx_ld_cg_f4((const float4 *)(at + 4 * h));
+        for (int k = 1; k < cols.ks; k++) {
+          const float4 w = ptx_ld_cg_f4((const float4 *)(at + k * PART + 4 * h));
+          v.x += w.x;
+          v.y += w.y;
+          v.z += w.z;
+          v.w += w.w;
+        }
+        x[j][4 * h] = v.x;
+        x[j][4 * h + 1] = v.y;
+        x[j][4 * h + 2] = v.z;
+        x[j][4 * h + 3] = v.w;
       }
-      x[4 * h] = v.x;
-      x[4 * h + 1] = v.y;
-      x[4 * h + 2] = v.z;
-      x[4 * h + 3] = v.w;
     }
   } else {
-    if (!live) return;
+    if (!live[0]) return;
 #pragma unroll
-    for (int k = 0; k < 8; k++) {
-      const float v = src[k];
-      x[k] = t.gemm ? v : pair ? act_apply(LOOM_ACT_SILU, v) * src[64 + k] : act_apply(p.act, v);
+    for (int j = 0; j < NI; j++) {
+      if (!live[j]) continue;
+      const float *src = S + r[j] * MOE_SWAP_PITCH + 8 * g[j];
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        const float v = src[k];
+        x[j][k] = t.gemm ? v : pair ? act_apply(LOOM_ACT_SILU, v) * src[64 + k] : act_apply(p.act, v);
+      }
     }
   }
-  T *d = t.gemm ? (T *)(ret_row(c, p, sh, t.le, (int)t.row0 + r, t.s) + (size_t)c0 * sizeof(T))
-                : (T *)p.h + (t.row0 + r) * p.F + c0;
-  moe_store8(d + 8 * g, x);
+#pragma unroll
+  for (int j = 0; j < NI; j++) {
+    if (!live[j]) continue;
+    T *d = t.gemm ? (T *)(ret_row(c, p, sh, t.le, (int)t.row0 + r[j], t.s) + (size_t)c0 * sizeof(T))
+                  : (T *)p.h + (t.row0 + r[j]) * p.F + c0;
+    moe_store8(d + 8 * g[j], x[j]);
+  }
 }
 
 /* A consumer warp posts its n-th finished task (ticket, or -1 at the end)
@@ -2256,7 +2295,7 @@ static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_p
     hop_mainloop_w1<CFG>(acc, sm, da0, db0, ht, stage, phase, HOP_BAR_ORDER, 0, idle);
     const moe_task t = moe_rec_get(r); /* the epilogue's fields, read after the mainloop */
     if constexpr (CFG::swap) {
-      moe_swap_store<DT>(c, p, sh, acc, ss, t, cols);
+      moe_swap_store<DT, CFG::BN>(c, p, sh, acc, ss, t, cols);
     } else if (idle) {
       /* nothing to store: every row of this WG is past the tile's end */
     } else if (t.gemm == 0) {
@@ -2300,11 +2339,14 @@ static __device__ int moe_hop_fg_pieces(const loom_dev_comm &c, const loom_moe_p
 }
 
 /* The phase's roles on ring RCFG: the 128 x 256 tile (RCFG = LCFG) or the
- * swapped decode tile (moe_swap). The task words, signal ring and records
- * sit after LCFG's ring for either (phase_experts_hop); the task columns are
- * LCFG's (moe_task_cols). Two instantiations, one chosen per call, so the
- * common path's code and registers are what they were without the swapped
- * one (a branch inside the roles made the prefill's experts ~1% slower). */
+ * kernel's swapped decode tile (moe_swap, 16 or 32 rows: moe_kernel's SW).
+ * The task words, signal ring and records sit after LCFG's ring for either
+ * (phase_experts_hop); the task columns are LCFG's (moe_task_cols). Two
+ * instantiations a kernel, one chosen per call, so the common path's code
+ * and registers are what they were without the swapped one (a branch
+ * inside the roles made the prefill's experts ~1% slower; a third ring
+ * inlined doubled the spills, out of line it slowed every phase: bench/
+ * RESULTS.md sessions 39 and 41). */
 template <class RCFG, class LCFG, int DT>
 static __device__ int moe_hop_roles(const loom_dev_comm &c, const loom_moe_params &p, const loom_moe_call &call,
                                     moe_shared &sh, uint64_t epoch, uint8_t *base, const moe_maps &maps, int fg) {
@@ -2329,7 +2371,7 @@ static __device__ int moe_hop_roles(const loom_dev_comm &c, const loom_moe_param
   ptx_fence_proxy_async();
   __syncthreads();
   const int ntl = sh.tp[p.El];
-  const moe_cols cols = moe_task_cols<LCFG>(p, ntl, RCFG::swap);
+  const moe_cols cols = moe_task_cols<LCFG>(p, ntl, RCFG::swap ? RCFG::BN : 0);
   const int total = ntl * (cols.nF + cols.nH * cols.ks); /* every task: GEMM1 K shares too */
   const int wg = threadIdx.x / 128;
   int failed = 0;
@@ -2362,19 +2404,23 @@ static __device__ int moe_hop_roles(const loom_dev_comm &c, const loom_moe_param
 
 /* The phase. All MOE_HOP_THREADS threads call it; the dynamic shared memory
  * (whatever the earlier phases left there) becomes the engine's ring.
- * sh.swap (moe_counts, read past its last barrier) picks the ring. */
-template <int MATH>
+ * sh.swap (moe_counts, read past its last barrier) picks the ring: the
+ * 128 x 256 one, or the kernel's swapped one of SW rows. */
+template <int MATH, int SW>
 static __device__ int phase_experts_hop(const loom_dev_comm &c, const loom_moe_params &p,
                                         const loom_moe_call &call, moe_shared &sh, uint64_t epoch,
                                         uint8_t *smem, const moe_maps &maps, int fg) {
   typedef typename moe_hop<MATH>::cfg CFG;
-  typedef typename moe_swap<MATH>::cfg SCFG;
+  typedef typename moe_swap<MATH, SW>::cfg SCFG;
   constexpr int DT = math_dtype<MATH>::dt;
   static_assert(CFG::STAGES <= MOE_TASK_SLOTS && SCFG::STAGES <= MOE_TASK_SLOTS, "task words of either ring");
   static_assert(SCFG::dg_offset <= CFG::dg_offset, "the swapped ring ends where the 128 x 256 one does");
-  static_assert(SCFG::stg_bytes >= MOE_SWAP_ROWS * MOE_SWAP_PITCH * 4 && SCFG::CN == 128 &&
-                    SCFG::CM == MOE_SWAP_ROWS,
+  static_assert(SCFG::stg_bytes >= SW * MOE_SWAP_PITCH * 4 && SCFG::CN == 128 && SCFG::CM == SW &&
+                    SW <= MOE_SWAP_ROWS,
                 "the transpose fits the swapped configuration's staging");
+  static_assert(SCFG::b_stage_bytes == SW / MOE_SWAP_BOX * MOE_SWAP_BOX * 128 && SW % MOE_SWAP_BOX == 0 &&
+                    SW / MOE_SWAP_BOX <= 2,
+                "the row boxes a stage (moe_hop_producer)");
   uint8_t *base = hop_smem_base(smem);
   if (sh.swap) return moe_hop_roles<SCFG, CFG, DT>(c, p, call, sh, epoch, base, maps, fg);
   return moe_hop_roles<CFG, CFG, DT>(c, p, call, sh, epoch, base, maps, fg);
@@ -2552,8 +2598,10 @@ static __device__ __noinline__ void trace_finish(loom_moe_trace_state *st,
 }
 
 /* HOP = 0: 256-thread blocks, experts on the mma.sync engine (gemm_tile.cuh);
- * HOP = 1: 384-thread blocks, experts on the Hopper engine (maps used). */
-template <int MATH, int PARTS, int HOP>
+ * HOP = 1: 384-thread blocks, experts on the Hopper engine (maps used), with
+ * the swapped decode tile of SW = 16 or 32 rows (loom_launch_moe picks the
+ * kernel a call; SW = 16 where HOP = 0, unused). */
+template <int MATH, int PARTS, int HOP, int SW>
 __global__ void __launch_bounds__(HOP ? MOE_HOP_THREADS : moe_cfg::threads, moe_cfg::blocks_per_sm)
     moe_kernel(loom_dev_comm c, loom_moe_params p, loom_moe_call call, const __grid_constant__ moe_maps maps) {
   constexpr int DT = math_dtype<MATH>::dt;
@@ -2581,13 +2629,13 @@ __global__ void __launch_bounds__(HOP ? MOE_HOP_THREADS : moe_cfg::threads, moe_
     tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_BARRIER, TR_NO_PEER, 2, 0, 0);
     const int barrier2 = loom_grid_barrier(c, 2);
     if (barrier2) tr_close(p, call, sh, TR_WAIT);
-    if (barrier2 && moe_counts(c, p, call, sh, epoch)) {
+    if (barrier2 && moe_counts(c, p, call, sh, epoch, SW)) {
       int limit = -1; /* every piece here (the mma.sync variant) */
       if constexpr (HOP) limit = moe_hop_fg_pieces(c, p, sh);
       phase_dispatch(c, p, call, sh, limit);
       phase_mark(p, 2, t0);
       int ok;
-      if constexpr (HOP) ok = phase_experts_hop<MATH>(c, p, call, sh, epoch, smem, maps, limit);
+      if constexpr (HOP) ok = phase_experts_hop<MATH, SW>(c, p, call, sh, epoch, smem, maps, limit);
       else ok = phase_experts<MATH, PARTS>(c, p, call, sh, epoch, smem);
       if (ok) {
         phase_mark(p, 3, t0);
@@ -2636,16 +2684,17 @@ static cudaError_t make_maps(const loom_moe_params *p, int hdt, moe_maps *m) {
       cudaSuccess)
     return e;
   if ((e = hop_make_map(&m->b1h, hdt, p->w2, (uint64_t)p->El * p->H, p->F, p->F, bk, 128)) != cudaSuccess) return e;
-  /* the swapped tile's rows (moe_swap) */
+  /* the swapped tiles' rows (moe_swap), MOE_SWAP_BOX a box */
   if ((e = hop_make_map(&m->a0s, hdt, p->win_base + p->disp_off, rows, p->H, p->row_bytes / es, bk,
-                        MOE_SWAP_ROWS)) != cudaSuccess)
+                        MOE_SWAP_BOX)) != cudaSuccess)
     return e;
-  return hop_make_map(&m->a1s, hdt, p->h, rows, p->F, p->F, bk, MOE_SWAP_ROWS);
+  return hop_make_map(&m->a1s, hdt, p->h, rows, p->F, p->F, bk, MOE_SWAP_BOX);
 }
 
 struct loom_moe_plan {
   moe_maps maps; /* zero for the mma.sync engine */
-  const void *kernel;
+  const void *kernel;   /* SW = 16 (loom_launch_moe) */
+  const void *kernel32; /* SW = 32, or NULL */
   int threads, grid;
   size_t smem;
 };
@@ -2653,7 +2702,11 @@ struct loom_moe_plan {
 template <int MATH, int PARTS, int HOP>
 static cudaError_t plan_parts(const loom_dev_comm *c, loom_moe_params *p, loom_moe_plan *pl) {
   typedef typename tile_types<MATH>::T T;
-  const void *kernel = (const void *)moe_kernel<MATH, PARTS, HOP>;
+  const void *kernel = (const void *)moe_kernel<MATH, PARTS, HOP, 16>;
+  /* the 32-row swapped tile's kernel (Hopper engine; LOOM_MOE_SWAP=16 or 0: none) */
+  const void *kernel32 = NULL;
+  if constexpr (HOP)
+    if (p->swap == MOE_SWAP_ROWS) kernel32 = (const void *)moe_kernel<MATH, PARTS, HOP, 32>;
   const int threads = HOP ? MOE_HOP_THREADS : moe_cfg::threads;
   size_t smem = tile_smem<MATH, PARTS>::bytes;
   memset(&pl->maps, 0, sizeof pl->maps);
@@ -2673,7 +2726,12 @@ static cudaError_t plan_parts(const loom_dev_comm *c, loom_moe_params *p, loom_m
   if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
   if ((e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess) return e;
   if ((e = cudaFuncGetAttributes(&fa, kernel)) != cudaSuccess) return e;
-  const size_t room = (size_t)optin > fa.sharedSizeBytes ? (size_t)optin - fa.sharedSizeBytes : 0;
+  size_t static_smem = fa.sharedSizeBytes;
+  if (kernel32 != NULL) {
+    if ((e = cudaFuncGetAttributes(&fa, kernel32)) != cudaSuccess) return e;
+    if (fa.sharedSizeBytes > static_smem) static_smem = fa.sharedSizeBytes;
+  }
+  const size_t room = (size_t)optin > static_smem ? (size_t)optin - static_smem : 0;
   p->gate_depth = 1;
   for (int d = GATE_MAX_DEPTH; d > 1; d--)
     if (gate_fixed + (size_t)(threads / 32) * gate_ring_bytes(d, p->es) <= room) {
@@ -2687,13 +2745,22 @@ static cudaError_t plan_parts(const loom_dev_comm *c, loom_moe_params *p, loom_m
   if ((size_t)MOE_PLACE_BASE_BYTES > smem) smem = MOE_PLACE_BASE_BYTES; /* place's bases */
   if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess)
     return e;
+  if (kernel32 != NULL &&
+      (e = cudaFuncSetAttribute(kernel32, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess)
+    return e;
   const int sms = c->sms; /* the device's, or a loopback rank's share */
   int per_sm;
   if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem)) != cudaSuccess)
     return e;
   if (per_sm < moe_cfg::blocks_per_sm || sms * moe_cfg::blocks_per_sm > LOOM_MOE_MAX_BLOCKS)
     return cudaErrorCooperativeLaunchTooLarge;
+  if (kernel32 != NULL) {
+    if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel32, threads, smem)) != cudaSuccess)
+      return e;
+    if (per_sm < moe_cfg::blocks_per_sm) return cudaErrorCooperativeLaunchTooLarge;
+  }
   pl->kernel = kernel;
+  pl->kernel32 = kernel32;
   pl->threads = threads;
   pl->grid = sms * moe_cfg::blocks_per_sm;
   pl->smem = smem;
@@ -2738,7 +2805,11 @@ extern "C" cudaError_t loom_moe_plan_create(const loom_dev_comm *c, loom_moe_par
   if (moe_env_int("LOOM_MOE_GATE_JOBS", 1) == 0) p->gate_part_units = 0; /* no gate jobs (phase_gate) */
   p->gate_fin_parts = moe_env_int("LOOM_MOE_GATE_FIN_PARTS", GATE_FIN_PARTS); /* gate_jobs' finishers a tile */
   p->narrow = moe_env_int("LOOM_MOE_NARROW", 1) != 0; /* half-width expert tasks where few (moe_task_cols) */
-  p->swap = moe_env_int("LOOM_MOE_SWAP", 1) != 0; /* decode experts on the swapped tile (moe_counts) */
+  /* decode experts on the swapped tiles (moe_counts, loom_launch_moe): 0
+   * off, 16 the 16-row tile only, else (1, the default) the 16- or 32-row
+   * tile's kernel as the call's tokens suggest */
+  const int sw = moe_env_int("LOOM_MOE_SWAP", 1);
+  p->swap = sw == 0 ? 0 : sw == 16 ? 16 : MOE_SWAP_ROWS;
   p->split = moe_env_int("LOOM_MOE_SPLIT", 1) != 0; /* its GEMM1 over K shares where few (moe_task_cols) */
   loom_moe_plan *pl = new (std::nothrow) loom_moe_plan; /* aligned new: the maps are 64-aligned */
   if (pl == NULL) return cudaErrorMemoryAllocation;
@@ -2854,5 +2925,13 @@ extern "C" cudaError_t loom_launch_moe(const loom_moe_plan *pl, const loom_dev_c
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   void *args[] = {(void *)c, (void *)p, (void *)call, (void *)&pl->maps};
-  return cudaLaunchKernelExC(&cfg, pl->kernel, args);
+  /* The 32-row swapped tile's kernel where this rank's tokens would give a
+   * local expert more than MOE_SWAP32_FROM rows on average if every rank
+   * sent as many (T R K / E): the 16-row tile then rarely holds every
+   * local expert (the device falls back to the 128 x 256 tile past the
+   * kernel's rows either way). Only the tile differs between the two
+   * kernels: ranks may launch different ones. */
+  const void *k = pl->kernel;
+  if (pl->kernel32 != NULL && (int64_t)call->T * p->R * p->K > (int64_t)MOE_SWAP32_FROM * p->E) k = pl->kernel32;
+  return cudaLaunchKernelExC(&cfg, k, args);
 }

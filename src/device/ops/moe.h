@@ -109,7 +109,7 @@ typedef struct {
   int gate_part_units; /* units (tile, pass of 16 experts) gate_part holds: gate jobs run where a call has no more */
   int gate_fin_parts;  /* blocks that finish a tile of gate jobs, a share of its tokens each (<= 0: 1; moe.cu gate_jobs) */
   int narrow;          /* 1: a GEMM whose tasks fill at most half the grid takes half-width tasks (moe.cu moe_task_cols) */
-  int swap;            /* 1: a call whose local experts have <= MOE_SWAP_ROWS rows each runs them on the swapped decode tile (moe.cu moe_swap) */
+  int swap;            /* swapped decode tiles (moe.cu moe_counts, plan_parts): 0 off, 16 the 16-row one, 32 both */
   int split;           /* 1: that tile's GEMM1 over K shares where its tasks fill at most half the grid (moe.cu moe_task_cols) */
   uint32_t *split_cnt; /* [LOOM_MOE_SPLIT_PAIRS] K shares arrived per GEMM1 column block of a split call (moe.cu moe_swap_store) */
   int32_t *kept;       /* [E] kept rows per expert (this source) */

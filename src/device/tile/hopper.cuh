@@ -174,7 +174,7 @@ struct hop_cfg {
    * of A (BM x 128 B each), then (b_offset) KSUB blocks of B (BN x 128 B);
    * with the TMA epilogue the consumer warps' staging (stg_warp_bytes each:
    * two 16-row x 128-byte swizzled blocks) follows the ring; the swapped
-   * tile's transpose (hop_epilogue_swap: each consumer WG's 16 x 64 fp32
+   * tile's transpose (hop_epilogue_swap: each consumer WG's BN x 64 fp32
    * outputs, rows of HOP_SWAP_PITCH floats) takes the same place */
   static constexpr int a_blk_bytes = BM * 128, b_blk_bytes = BN * 128;
   static constexpr int a_stage_bytes = KSUB * a_blk_bytes, b_stage_bytes = KSUB * b_blk_bytes;
@@ -184,7 +184,7 @@ struct hop_cfg {
   static constexpr int stg_offset = STAGES * stage_bytes;
   static constexpr int stg_warp_bytes = 2 * 16 * 128;
   static constexpr int stg_bytes = epi_tma ? consumer_wgs * 4 * stg_warp_bytes
-                                  : swap  ? consumer_wgs * 16 * HOP_SWAP_PITCH * 4
+                                  : swap  ? consumer_wgs * BN * HOP_SWAP_PITCH * 4
                                           : 0;
   static constexpr int bar_offset = stg_offset + stg_bytes;   /* full[STAGES], empty[STAGES] */
   static constexpr int flag_offset = bar_offset + 16 * STAGES; /* u32 task status per stage */
@@ -195,11 +195,12 @@ struct hop_cfg {
   static_assert(BM == 64 || BM == 128, "BM: 64 (small-M) or 128");
   static_assert(!pingpong || BM == 128, "ping-pong: one WG owns 128 rows (two m64 halves)");
   static_assert(acc_regs <= 128, "accumulators must leave room in 232 registers");
-  static_assert(WG_N == 64 || WG_N == 128 || WG_N == 256 || (swap && WG_N == 16),
-                "wgmma N per warpgroup: 64, 128, 256 (16: the swapped tile)");
-  static_assert(!swap || (BM == 128 && BN == 16 && ML_ == HOP_ML_COOP && CL_ == 1 && KSUB_ == 1 &&
+  static_assert(WG_N == 64 || WG_N == 128 || WG_N == 256 || (swap && (WG_N == 16 || WG_N == 32)),
+                "wgmma N per warpgroup: 64, 128, 256 (16, 32: the swapped tiles)");
+  static_assert(!swap || (BM == 128 && (BN == 16 || BN == 32) && ML_ == HOP_ML_COOP && CL_ == 1 && KSUB_ == 1 &&
                           EPI_ == HOP_EPI_DIRECT),
-                "swapped tile: 128 weight rows x 16 group rows, cooperative, 1-CTA, direct stores");
+                "swapped tile: 128 weight rows x 16 or 32 group rows (the engine's own kernels: 16), "
+                "cooperative, 1-CTA, direct stores");
   static_assert(BN <= 256 && BM <= 256, "TMA box dims <= 256");
   static_assert(BK * esize == 128, "128B swizzle: inner box = 128 bytes");
   static_assert(a_stage_bytes % 1024 == 0 && b_stage_bytes % 1024 == 0,
@@ -475,16 +476,19 @@ template <int DT, int N>
 static __device__ __forceinline__ void hop_wgmma(float *d, uint64_t da, uint64_t db, uint32_t acc) {
   if (DT == HOP_BF16) {
     if (N == 16) ptx_wgmma_m64n16k16_bf16(d, da, db, acc);
+    if (N == 32) ptx_wgmma_m64n32k16_bf16(d, da, db, acc);
     if (N == 64) ptx_wgmma_m64n64k16_bf16(d, da, db, acc);
     if (N == 128) ptx_wgmma_m64n128k16_bf16(d, da, db, acc);
     if (N == 256) ptx_wgmma_m64n256k16_bf16(d, da, db, acc);
   } else if (DT == HOP_FP16) {
     if (N == 16) ptx_wgmma_m64n16k16_f16(d, da, db, acc);
+    if (N == 32) ptx_wgmma_m64n32k16_f16(d, da, db, acc);
     if (N == 64) ptx_wgmma_m64n64k16_f16(d, da, db, acc);
     if (N == 128) ptx_wgmma_m64n128k16_f16(d, da, db, acc);
     if (N == 256) ptx_wgmma_m64n256k16_f16(d, da, db, acc);
   } else {
     if (N == 16) ptx_wgmma_m64n16k8_tf32(d, da, db, acc);
+    if (N == 32) ptx_wgmma_m64n32k8_tf32(d, da, db, acc);
     if (N == 64) ptx_wgmma_m64n64k8_tf32(d, da, db, acc);
     if (N == 128) ptx_wgmma_m64n128k8_tf32(d, da, db, acc);
     if (N == 256) ptx_wgmma_m64n256k8_tf32(d, da, db, acc);
