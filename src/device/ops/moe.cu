@@ -93,12 +93,12 @@ static_assert(LOOM_MOE_BM == tile_cfg::BM && LOOM_MOE_BN == tile_cfg::BN,
               "moe.h tile sizes are the tile engine's");
 /* Rows a local expert may have for its call to run on a swapped decode
  * tile (moe_hop_consumer, moe_swap): its token rows are wgmma's N, 16 or
- * 32 (moe_counts picks the smaller that holds every local expert) */
+ * 32, one tile a kernel (moe_kernel's SW; loom_launch_moe picks the kernel) */
 #define MOE_SWAP_ROWS 32
 #define MOE_SWAP_BOX 16 /* rows of the row boxes a0s, a1s (make_maps); the 32-row tile loads two a stage */
 #define MOE_SPLIT_MAX 4 /* K shares of a swapped GEMM1 task at most */
 /* loom_launch_moe: the 32-row tile's kernel from this many rows an expert
- * on average (session 41: E = 64 k = 8 T = 128 at one rank, 16, -3.4%) */
+ * on average (session 41: E = 64 k = 8 T = 128 at one rank, 16 rows, -3.8%) */
 #define MOE_SWAP32_FROM 8
 
 /* A block's trace state (loom.h "In-kernel trace"); only thread 0 touches
