@@ -474,24 +474,42 @@ struct gate_seq {
   int tile0, tstride, ntl, pass0, np;
 };
 
-/* Chunk j of this warp's stream into ring slot j % D as one commit group;
- * past the stream's end an empty group, so exactly D groups are pending
- * before each read. `ring` is this lane's 16-byte column of the warp's
- * ring; `vw` the warp whose chunks of hidden these are (this one, or in a
- * gate job another warp's, phase_gate) and nc its chunk count. */
+/* Where a chunk of a warp's stream sits: the k-th tile of the seq, its
+ * pass (0 .. np - 1 after pass0) and the chunk of hidden in that unit
+ * (0 .. nc - 1). The stream's issue cursor moves through these one chunk
+ * at a time (gate_pos_next), so the loop below needs no division: the
+ * positions and ring slots were j / nc, q / np and j % D until session 42,
+ * three integer divisions a chunk and ~40% of the loop's instructions
+ * (ncu, T = 16384). */
+struct gate_pos {
+  int k, pass, i;
+};
+static __device__ __forceinline__ void gate_pos_next(gate_pos &u, const gate_seq &s, int nc) {
+  if (++u.i == nc) {
+    u.i = 0;
+    if (++u.pass == s.np) {
+      u.pass = 0;
+      u.k++;
+    }
+  }
+}
+
+/* The chunk at u of this warp's stream into ring slot `sl` (this lane's
+ * 16-byte column of it) as one commit group; past the stream's end (or
+ * for a warp without chunks, nc = 0) an empty group, so exactly D groups
+ * are pending before each read. `vw` is the warp whose chunks of hidden
+ * these are (this one, or in a gate job another warp's, phase_gate). */
 template <int DT>
 static __device__ __forceinline__ void gate_issue(const loom_moe_params &p, const void *x, int T,
-                                                  const gate_seq &s, int vw, int nc, char *ring, int D, int j) {
-  constexpr int es = DT == LOOM_FP32 ? 4 : 2;
+                                                  const gate_seq &s, int vw, int nc, char *sl, const gate_pos &u) {
   constexpr int NV = vec8<DT>::n; /* 16-byte pieces per vec8 */
-  const int q = nc > 0 ? j / nc : 0, k = q / s.np;
-  if (nc > 0 && k < s.ntl) {
+  if (nc > 0 && u.k < s.ntl) {
     const int lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
     const int E = p.E, H = p.H;
-    const int t0 = (s.tile0 + k * s.tstride) * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
-    const int e0 = (s.pass0 + q - k * s.np) * GATE_EP;
-    const int hl = vw * GATE_CHUNK + (j - q * nc) * (int)(blockDim.x >> 5) * GATE_CHUNK + 8 * tq;
-    char *sl = ring + (size_t)(j % D) * gate_slot_bytes(es);
+    constexpr int es = DT == LOOM_FP32 ? 4 : 2;
+    const int t0 = (s.tile0 + u.k * s.tstride) * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
+    const int e0 = (s.pass0 + u.pass) * GATE_EP;
+    const int hl = vw * GATE_CHUNK + u.i * (int)(blockDim.x >> 5) * GATE_CHUNK + 8 * tq;
 #pragma unroll
     for (int m = 0; m < 4; m++) {
       const int t = t0 + 8 * m + g; /* rows past t1: zeros, never read */
@@ -512,12 +530,17 @@ static __device__ __forceinline__ void gate_issue(const loom_moe_params &p, cons
   cp_async_commit();
 }
 
-/* The first D chunks of this warp's stream; and, after its last unit, the
- * wait for the (empty) groups still pending. */
+/* The first D chunks of this warp's stream (chunk j into slot j); and,
+ * after its last unit, the wait for the (empty) groups still pending. */
 template <int DT>
 static __device__ __forceinline__ void gate_stream_begin(const loom_moe_params &p, const void *x, int T,
                                                          const gate_seq &s, int vw, int nc, char *ring) {
-  for (int j = 0; j < p.gate_depth; j++) gate_issue<DT>(p, x, T, s, vw, nc, ring, p.gate_depth, j);
+  constexpr int es = DT == LOOM_FP32 ? 4 : 2;
+  gate_pos u = {0, 0, 0};
+  for (int j = 0; j < p.gate_depth; j++) {
+    gate_issue<DT>(p, x, T, s, vw, nc, ring + (size_t)j * gate_slot_bytes(es), u);
+    if (nc > 0) gate_pos_next(u, s, nc);
+  }
 }
 static __device__ __forceinline__ void gate_stream_end(void) { cp_async_wait<0>(); }
 
@@ -568,10 +591,16 @@ static __device__ __forceinline__ void gate_warp_part(const loom_moe_params &p, 
     for (int n = 0; n < GATE_NB; n++)
 #pragma unroll
       for (int v = 0; v < 4; v++) acc[mb][n][v] = 0.0;
+  /* chunk j = q nc + i is in slot j % D; the chunk issued after reading it,
+   * j + D, goes to the same slot; u is that chunk's position */
+  const int slot_bytes = gate_slot_bytes(es);
+  char *const ring_end = ring + (size_t)D * slot_bytes;
+  char *sl = ring + (size_t)((q * nc) % max(D, 1)) * slot_bytes;
+  gate_pos u = {k, q - k * s.np, 0};
+  if (nc > 0)
+    for (int d = 0; d < D; d++) gate_pos_next(u, s, nc);
   for (int i = 0; i < nc; i++) {
-    const int j = q * nc + i;
-    gate_wait_pending(D - 1); /* chunk j has landed */
-    const char *sl = ring + (size_t)(j % D) * gate_slot_bytes(es);
+    gate_wait_pending(D - 1); /* chunk q nc + i has landed */
     vec8<DT> xa[4], wb[GATE_NB];
 #pragma unroll
     for (int m = 0; m < 4; m++)
@@ -604,7 +633,10 @@ static __device__ __forceinline__ void gate_warp_part(const loom_moe_params &p, 
     }
     /* the slot's pieces are in registers (the MMAs above consumed them):
      * refill it, D chunks ahead (the next unit's once this one's are out) */
-    gate_issue<DT>(p, x, T, s, vw, nc, ring, D, j + D);
+    gate_issue<DT>(p, x, T, s, vw, nc, sl, u);
+    gate_pos_next(u, s, nc);
+    sl += slot_bytes;
+    if (sl == ring_end) sl = ring;
   }
 }
 
