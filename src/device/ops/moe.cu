@@ -1363,12 +1363,11 @@ static __device__ int moe_counts(const loom_dev_comm &c, const loom_moe_params &
   const int swap = __syncthreads_or(most > sw) == 0 && p.swap ? sw : 0;
   if (threadIdx.x == 0) sh.swap = swap;
   seg_scan(sh.soff, R, El, sh.scan);
-  if (threadIdx.x == 0) {
-    int tiles = 0;
-    for (int le = 0; le < El; le++) tiles += sh.tp[le];
-    sh.tp[El] = tiles;
-  }
+  /* tp[El], all tiles: the scan's last prefix plus the last expert's own
+   * (one thread adding El counts was a chain of El shared loads) */
+  const int last_tiles = sh.tp[El - 1];
   seg_scan(sh.tp, 1, El, sh.scan);
+  if (threadIdx.x == 0) sh.tp[El] = sh.tp[El - 1] + last_tiles;
   if (blockIdx.x == 0 && call.stats != NULL) {
     /* rows and bytes, from what this rank sent and received */
     for (int r = threadIdx.x; r < LOOM_MOE_MAX_RANKS; r += blockDim.x) {
@@ -1437,7 +1436,14 @@ static __device__ __forceinline__ void tr_piece(const loom_moe_params &p, const 
  * expert tasks take the sources' rows after its own. Otherwise rank + 1,
  * rank + 2, ..., this rank last (until session 18). */
 static __device__ __forceinline__ int moe_dest(const loom_dev_comm &c, const loom_moe_params &p, int i) {
-  return p.local_first ? (c.rank - i + p.R) % p.R : (c.rank + 1 + i) % p.R;
+  /* i < R: one wrap at most, no division (the dispatch's piece walk calls
+   * this once per (le, i) it passes: a division each was most of the walk) */
+  if (p.local_first) {
+    const int d = c.rank - i;
+    return d < 0 ? d + p.R : d;
+  }
+  const int d = c.rank + 1 + i;
+  return d >= p.R ? d - p.R : d;
 }
 
 /* One warp copies pieces. Static (dyn 0): pieces gw, gw + nw, ... below
