@@ -93,6 +93,8 @@ typedef struct {
   int local_first;     /* 2: this rank's own rows first, in the dispatch and in each expert's GEMM
                           order; 1: also alone in the foreground dispatch share; 0: off (moe.cu
                           moe_decode; set by loom_moe_plan_create) */
+  int warm_counts;     /* 1: blocks idle at grid barrier 1 run moe_counts dry first (moe.cu
+                          moe_kernel; set by loom_moe_plan_create, LOOM_MOE_WARM=0 off) */
   /* window (offsets from the window base) */
   size_t hdr_off, hdr_stride, hdr_parity_bytes, ready_off, back_off, disp_off, ret_off, row_bytes;
   uint32_t cfg_hash;   /* of the shape; travels after the counts in headers */

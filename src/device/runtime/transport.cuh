@@ -488,18 +488,30 @@ static __device__ __forceinline__ void loom_count_add(uint32_t *counter, uint32_
   ptx_red_add_release_sys_u32(counter, n);
 }
 
-static __device__ __forceinline__ int loom_grid_barrier(const loom_dev_comm &c, unsigned index) {
-  int failed = 0;
+/* The grid barrier in two halves, for a block with work to do between its
+ * arrival and the others' (work that needs nothing the barrier orders):
+ * loom_grid_arrive, then loom_grid_arrived_wait with the barrier's index.
+ * All threads of the block call both. */
+static __device__ __forceinline__ void loom_grid_arrive(const loom_dev_comm &c) {
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
     atomicAdd(&c.ctrl->barrier, 1u);
+  }
+}
+static __device__ __forceinline__ int loom_grid_arrived_wait(const loom_dev_comm &c, unsigned index) {
+  int failed = 0;
+  if (threadIdx.x == 0) {
     failed = !loom_wait_local_geq(c, &c.ctrl->barrier, index * gridDim.x,
                                   LOOM_WAIT_GRID_BARRIER, (int)index);
     __threadfence();
     if (!failed) failed = loom_check_abort(c);
   }
   return !__syncthreads_or(failed);
+}
+static __device__ __forceinline__ int loom_grid_barrier(const loom_dev_comm &c, unsigned index) {
+  loom_grid_arrive(c);
+  return loom_grid_arrived_wait(c, index);
 }
 
 /* Block-wide wait: thread 0 waits, the block learns the outcome. Every
