@@ -412,12 +412,14 @@ template <int DT> struct vec8 {
  * ones are multiplied, its partials summed and the tile's top-k runs
  * (until session 18 every pass started with an empty ring).
  *
- * Speed: the fp64 pipe is the limit. A DMMA m16n8k16 takes 16 clocks of
- * an SM (8.3 us per 32 x 32 x 2048, session 5), and the bf16 -> fp64
- * conversions feeding it (F2F, 16 a clock per SM; 48 a lane per 8 DMMAs
- * here) appear to share that pipe: a 16-expert pass of a 32-token tile
- * takes ~8.2 us against 4.1 us of DMMAs, the same with the stream as
- * without (session 18 trace; the stream saved ~1 us a tile). Loading the
+ * Speed: a DMMA m16n8k16 takes 16 clocks of an SM (8.3 us per 32 x 32 x
+ * 2048, session 5), but a 16-expert pass of a 32-token tile takes ~8 us
+ * against 4.1 us of DMMAs. Not the fp64 pipe: the same tiles on the
+ * mma.sync variant's 8 warps a block take ~30% longer than on these 12
+ * (session 42), so each warp's chain of loads, 48 conversions (F2F) and 8
+ * DMMAs a chunk sets the pace, and every instruction a chunk counts (the
+ * issue's three integer divisions a chunk, gone in session 42, were 46%
+ * of the loop's instructions; the gate phase -7%). Loading the
  * next chunk into registers before this chunk's MMAs spilled and was
  * slower (session 9). GATE_NB = 2 (16 experts a pass, half the
  * accumulators of 32) keeps the loop out of local memory under the
