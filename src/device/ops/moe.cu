@@ -418,8 +418,8 @@ template <int DT> struct vec8 {
  * mma.sync variant's 8 warps a block take ~30% longer than on these 12
  * (session 42), so each warp's chain of loads, 48 conversions (F2F) and 8
  * DMMAs a chunk sets the pace, and every instruction a chunk counts (the
- * issue's three integer divisions a chunk, gone in session 42, were 46%
- * of the loop's instructions; the gate phase -7%). Loading the
+ * three integer divisions a chunk, gone in session 42, were ~30% of the
+ * loop's instructions; the gate phase -7%). Loading the
  * next chunk into registers before this chunk's MMAs spilled and was
  * slower (session 9). GATE_NB = 2 (16 experts a pass, half the
  * accumulators of 32) keeps the loop out of local memory under the
@@ -481,8 +481,8 @@ struct gate_seq {
  * (0 .. nc - 1). The stream's issue cursor moves through these one chunk
  * at a time (gate_pos_next), so the loop below needs no division: the
  * positions and ring slots were j / nc, q / np and j % D until session 42,
- * three integer divisions a chunk and ~40% of the loop's instructions
- * (ncu, T = 16384). */
+ * three integer divisions a chunk, ~30% of the loop's instructions (ncu,
+ * T = 16384). */
 struct gate_pos {
   int k, pass, i;
 };
@@ -2712,20 +2712,18 @@ __global__ void __launch_bounds__(HOP ? MOE_HOP_THREADS : moe_cfg::threads, moe_
     }
     counted = moe_counts(c, p, call, sh, epoch, SW, dry) && !dry;
   }
-  {
-    if (counted) {
-      int limit = -1; /* every piece here (the mma.sync variant) */
-      if constexpr (HOP) limit = moe_hop_fg_pieces(c, p, sh);
-      phase_dispatch(c, p, call, sh, limit);
-      phase_mark(p, 2, t0);
-      int ok;
-      if constexpr (HOP) ok = phase_experts_hop<MATH, SW>(c, p, call, sh, epoch, smem, maps, limit);
-      else ok = phase_experts<MATH, PARTS>(c, p, call, sh, epoch, smem);
-      if (ok) {
-        phase_mark(p, 3, t0);
-        phase_combine<DT>(c, p, call, sh, epoch, smem);
-        phase_mark(p, 4, t0);
-      }
+  if (counted) {
+    int limit = -1; /* every piece here (the mma.sync variant) */
+    if constexpr (HOP) limit = moe_hop_fg_pieces(c, p, sh);
+    phase_dispatch(c, p, call, sh, limit);
+    phase_mark(p, 2, t0);
+    int ok;
+    if constexpr (HOP) ok = phase_experts_hop<MATH, SW>(c, p, call, sh, epoch, smem, maps, limit);
+    else ok = phase_experts<MATH, PARTS>(c, p, call, sh, epoch, smem);
+    if (ok) {
+      phase_mark(p, 3, t0);
+      phase_combine<DT>(c, p, call, sh, epoch, smem);
+      phase_mark(p, 4, t0);
     }
   }
   /* this block's last events go out before its arrival in loom_kernel_end */
