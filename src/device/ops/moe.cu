@@ -1288,6 +1288,11 @@ static __device__ __forceinline__ int32_t moe_hdr(const loom_dev_comm &c, const 
 static __device__ int moe_counts(const loom_dev_comm &c, const loom_moe_params &p,
                                  const loom_moe_call &call, moe_shared &sh, uint64_t epoch, int sw,
                                  int dry) {
+  /* dry (moe_kernel, before barrier 1): no waits, checks, trace or stats;
+   * the headers read may hold anything (an earlier call's, another
+   * operator's bytes, a peer's half-written one), which is harmless: every
+   * loop bound here is a parameter and every index an expert, local
+   * expert or rank, and the results are dropped */
   const int El = p.El, R = p.R, E = p.E, me = c.rank;
   /* Every source's header at once: lane l of warp 0 waits for sources l,
    * l + 32, ... (signal and call tag), then checks each header's config
