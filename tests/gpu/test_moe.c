@@ -488,8 +488,9 @@ static moe_case make_trace_case(int R) {
  * moe.cu moe_task_cols), each dtype path, SwiGLU and plain activations,
  * tiles of a few rows and of 100 (both consumer warpgroups), GEMM1 K from
  * 1408 to 4096; case 5 (k = E = 8: every expert gets every token, 24
- * rows an expert at one rank) more rows than the swapped tile takes, on
- * the 128 x 256 tile (session 41's tried 32-row tile ran it in K shares).
+ * rows an expert at one rank) more rows than the 16-row swapped tile
+ * takes: the 32-row kernel, its GEMM1 in K shares (loom_launch_moe picks
+ * it where T R K / E > 8; a rank without tokens runs the 16-row one).
  * Run twice: the second forward must give the same bits.
  * (Session 38 tried splitting such GEMMs' K over several tasks against
  * these cases; not kept: bench/RESULTS.md session 38.) */

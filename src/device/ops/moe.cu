@@ -780,6 +780,15 @@ static __device__ void gate_finish_tile(const loom_moe_params &p, const loom_moe
  * sixteen blocks ran the gate, its end 34.4 us into the kernel on an H200
  * (22.6 with the jobs). A failed wait raises the fault (barrier 1 then
  * fails). */
+/* Blocks that finish each of a call's ntiles tiles of gate jobs (S): at
+ * most p.gate_fin_parts, and G / ntiles >= 2 as ntiles <= G / 2 (phase_gate).
+ * Finisher f = G - 1 - blockIdx.x < ntiles S takes tile f / S, its tokens'
+ * part f % S (gate_jobs); the other blocks are idle at barrier 1 once their
+ * jobs are done (moe_kernel). */
+static __device__ __forceinline__ int gate_fin_shares(const loom_moe_params &p, int ntiles) {
+  return max(1, min(p.gate_fin_parts, (int)gridDim.x / ntiles));
+}
+
 template <int DT>
 static __device__ void gate_jobs(const loom_dev_comm &c, const loom_moe_params &p, const loom_moe_call &call,
                                 moe_shared &sh, uint64_t epoch, int npass, int ntiles, float *lg_all,
@@ -824,9 +833,8 @@ static __device__ void gate_jobs(const loom_dev_comm &c, const loom_moe_params &
     tr_close(p, call, sh, TR_WORK);
   }
   /* finisher f = G - 1 - blockIdx.x: tile f / S, its tokens' part f % S
-   * (S parts a tile, at most p.gate_fin_parts: one token a warp at 8 a
-   * part at 4; G / ntiles >= 2 as ntiles <= G / 2) */
-  const int S = max(1, min(p.gate_fin_parts, G / ntiles)), fin = G - 1 - (int)blockIdx.x;
+   * (one token a warp at 8 a part, S = 4: gate_fin_shares) */
+  const int S = gate_fin_shares(p, ntiles), fin = G - 1 - (int)blockIdx.x;
   if (fin >= ntiles * S) return; /* block-uniform */
   const int tile = fin / S, part = fin % S;
   const int tt0 = tile * LOOM_MOE_TT, tn = min(T, tt0 + LOOM_MOE_TT) - tt0;
@@ -933,8 +941,7 @@ static __device__ int phase_gate(const loom_dev_comm &c, const loom_moe_params &
   if (jobs) gate_jobs<DT>(c, p, call, sh, epoch, npass, ntiles, lg_all, pick, ring);
   /* idle at barrier 1 for a while: a block of gate jobs that finishes no
    * tile (gate_jobs' finishers are the last to arrive) */
-  const int idle = p.warm_counts && jobs &&
-                   G - 1 - (int)blockIdx.x >= ntiles * max(1, min(p.gate_fin_parts, G / ntiles));
+  const int idle = p.warm_counts && jobs && G - 1 - (int)blockIdx.x >= ntiles * gate_fin_shares(p, ntiles);
   /* split: first unit blockIdx.x, then G + tickets (a ticket for every
    * block at once made 132 CAS loops fight over one word at the start,
    * ~20 us, measured) */
@@ -2812,10 +2819,13 @@ static cudaError_t plan_parts(const loom_dev_comm *c, loom_moe_params *p, loom_m
   cudaFuncAttributes fa;
   if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
   if ((e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess) return e;
-  if ((e = cudaFuncGetAttributes(&fa, kernel)) != cudaSuccess) return e;
-  size_t static_smem = fa.sharedSizeBytes;
-  if (kernel32 != NULL) {
-    if ((e = cudaFuncGetAttributes(&fa, kernel32)) != cudaSuccess) return e;
+  /* the kernel and, where there is one, the 32-row tile's: every setting
+   * below holds for both */
+  const void *const kernels[2] = {kernel, kernel32};
+  const int nk = kernel32 != NULL ? 2 : 1;
+  size_t static_smem = 0;
+  for (int i = 0; i < nk; i++) {
+    if ((e = cudaFuncGetAttributes(&fa, kernels[i])) != cudaSuccess) return e;
     if (fa.sharedSizeBytes > static_smem) static_smem = fa.sharedSizeBytes;
   }
   const size_t room = (size_t)optin > static_smem ? (size_t)optin - static_smem : 0;
@@ -2830,19 +2840,14 @@ static cudaError_t plan_parts(const loom_dev_comm *c, loom_moe_params *p, loom_m
   if (gate > smem) smem = gate;
   if (stage > smem) smem = stage;
   if ((size_t)MOE_PLACE_BASE_BYTES > smem) smem = MOE_PLACE_BASE_BYTES; /* place's bases */
-  if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess)
-    return e;
-  if (kernel32 != NULL &&
-      (e = cudaFuncSetAttribute(kernel32, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess)
-    return e;
   const int sms = c->sms; /* the device's, or a loopback rank's share */
-  int per_sm;
-  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem)) != cudaSuccess)
-    return e;
-  if (per_sm < moe_cfg::blocks_per_sm || sms * moe_cfg::blocks_per_sm > LOOM_MOE_MAX_BLOCKS)
-    return cudaErrorCooperativeLaunchTooLarge;
-  if (kernel32 != NULL) {
-    if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel32, threads, smem)) != cudaSuccess)
+  if (sms * moe_cfg::blocks_per_sm > LOOM_MOE_MAX_BLOCKS) return cudaErrorCooperativeLaunchTooLarge;
+  for (int i = 0; i < nk; i++) {
+    if ((e = cudaFuncSetAttribute(kernels[i], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) !=
+        cudaSuccess)
+      return e;
+    int per_sm;
+    if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernels[i], threads, smem)) != cudaSuccess)
       return e;
     if (per_sm < moe_cfg::blocks_per_sm) return cudaErrorCooperativeLaunchTooLarge;
   }
