@@ -55,7 +55,8 @@ static loom_result_t check_args(const char *fn, const loom_gemm_args_t *a, int n
            "n (%lld) and k (%lld) must be multiples of 8 (rows of 16-byte multiples for the "
            "tensor-memory loads)",
            (long long)a->n, (long long)a->k);
-  LOOM_ARG(a->m < INT32_MAX / nranks && a->n < INT32_MAX && a->k < INT32_MAX, fn,
+  /* below 2^31 (loom.h): m x nranks <= INT32_MAX exactly when m <= INT32_MAX / nranks */
+  LOOM_ARG(a->m <= INT32_MAX / nranks && a->n <= INT32_MAX && a->k <= INT32_MAX, fn,
            "m (%lld) x nranks, n (%lld) and k (%lld) must stay below 2^31", (long long)a->m,
            (long long)a->n, (long long)a->k);
   LOOM_ARG((a->m + 127) / 128 * ((a->n + 127) / 128) < INT32_MAX / 4, fn,

@@ -294,6 +294,12 @@ static void test_ag_gemm_args(void) {
   a.n = 8;
   a.k = 8;
   EXPECT_BAD(loom_ag_gemm_workspace_bytes(&a, 2, &b, &slots), "signal slots");
+  /* m x nranks below 2^31 (loom.h): 3 x 715827882 = 2^31 - 2 passes that
+   * check (and then needs too many slots), one row more does not */
+  a.m = INT32_MAX / 3;
+  EXPECT_BAD(loom_ag_gemm_workspace_bytes(&a, 3, &b, &slots), "signal slots");
+  a.m = INT32_MAX / 3 + 1;
+  EXPECT_BAD(loom_ag_gemm_workspace_bytes(&a, 3, &b, &slots), "2^31");
   a.m = ((int64_t)1 << 27) - 256; /* 2^20 - 2 row blocks: the most it takes */
   CHECK(loom_ag_gemm_workspace_bytes(&a, 2, &b, &slots) == LOOM_SUCCESS && slots == LOOM_MAX_SIGNAL_SLOTS,
         "ag: 2^20 - 2 row blocks + 2 slots (got %d): %s", slots, loom_last_error());
