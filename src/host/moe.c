@@ -111,8 +111,13 @@ static loom_result_t resolve_config(const char *fn, const loom_moe_config_t *c, 
 /* FNV-1a over everything that must match between ranks; travels in every
  * header so a receiver can refuse a layer built differently elsewhere. */
 static uint32_t shape_hash(const moe_shape *s) {
-  const int64_t v[10] = {s->H, s->F, s->E, s->K, s->Tmax, s->act, s->dtype, s->math,
-                         (int64_t)(s->cf * 1e6) * 2 + s->normalize, s->wlayout};
+  /* the capacity factor's exact bits (until session 43 cf x 1e6 as an
+   * integer: ranks 1e-7 apart matched); 0 and -0 are both dropless */
+  const double cf = s->cf == 0.0 ? 0.0 : s->cf;
+  int64_t cf_bits;
+  memcpy(&cf_bits, &cf, sizeof cf_bits);
+  const int64_t v[11] = {s->H, s->F, s->E, s->K, s->Tmax, s->act, s->dtype, s->math,
+                         cf_bits, s->normalize, s->wlayout};
   uint32_t h = 2166136261u;
   const unsigned char *b = (const unsigned char *)v;
   for (size_t i = 0; i < sizeof v; i++) h = (h ^ b[i]) * 16777619u;
