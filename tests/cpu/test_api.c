@@ -669,32 +669,25 @@ static void test_moe_weight_layout(void) {
   CHECK(loom_moe_weight_layout(&v1.c) == LOOM_WEIGHTS_OUT_IN, "resolver on a version 1 struct");
 }
 
-/* The config hash covers the capacity factor's exact value: layers whose
- * factors differ by a few ulps must not match (each rank would cap its
- * experts differently); 0, -0 and LOOM_UNSET are all dropless and match. */
-static void test_moe_capacity_hash(void) {
+/* The config hash of a layer like good_moe() with capacity factor cf. */
+static uint32_t capacity_hash(double cf) {
   loom_moe_params p;
   size_t bytes = 0;
   int slots = 0;
   loom_moe_config_t c = good_moe();
-  const double cfs[3] = {1.0, 1.0 + 1e-12, 1.25};
-  uint32_t h[3];
-  for (int i = 0; i < 3; i++) {
-    c.capacity_factor = cfs[i];
-    CHECK(loom_moe_layout("f", &c, 4, &p, &bytes, &slots) == LOOM_SUCCESS, "cf %g: %s", cfs[i],
-          loom_last_error());
-    h[i] = p.cfg_hash;
-  }
+  c.capacity_factor = cf;
+  CHECK(loom_moe_layout("f", &c, 4, &p, &bytes, &slots) == LOOM_SUCCESS, "cf %g: %s", cf, loom_last_error());
+  return p.cfg_hash;
+}
+
+/* The config hash covers the capacity factor's exact value: layers whose
+ * factors differ by a few ulps must not match (each rank would cap its
+ * experts differently); 0, -0 and LOOM_UNSET are all dropless and match. */
+static void test_moe_capacity_hash(void) {
+  const uint32_t h[3] = {capacity_hash(1.0), capacity_hash(1.0 + 1e-12), capacity_hash(1.25)};
   CHECK(h[0] != h[1] && h[0] != h[2] && h[1] != h[2], "capacity factors 1, 1 + 1e-12, 1.25: hashes %08x %08x %08x",
         (unsigned)h[0], (unsigned)h[1], (unsigned)h[2]);
-  const double dropless[3] = {0.0, -0.0, (double)LOOM_UNSET};
-  uint32_t d[3];
-  for (int i = 0; i < 3; i++) {
-    c.capacity_factor = dropless[i];
-    CHECK(loom_moe_layout("f", &c, 4, &p, &bytes, &slots) == LOOM_SUCCESS, "dropless cf %g: %s", dropless[i],
-          loom_last_error());
-    d[i] = p.cfg_hash;
-  }
+  const uint32_t d[3] = {capacity_hash(0.0), capacity_hash(-0.0), capacity_hash((double)LOOM_UNSET)};
   CHECK(d[0] == d[1] && d[0] == d[2] && d[0] != h[0], "dropless 0, -0, LOOM_UNSET: hashes %08x %08x %08x",
         (unsigned)d[0], (unsigned)d[1], (unsigned)d[2]);
 }

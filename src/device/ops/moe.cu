@@ -750,6 +750,15 @@ static __device__ void gate_finish_tile(const loom_moe_params &p, const loom_moe
   gate_finish_tokens(p, call, sh, tile, t0, min(call.T, t0 + LOOM_MOE_TT), lg, pick, 0);
 }
 
+/* Blocks that finish each of a call's ntiles tiles of gate jobs (S): at
+ * most p.gate_fin_parts, and G / ntiles >= 2 as ntiles <= G / 2 (phase_gate).
+ * Finisher f = G - 1 - blockIdx.x < ntiles S takes tile f / S, its tokens'
+ * part f % S (gate_jobs); the other blocks are idle at barrier 1 once their
+ * jobs are done (moe_kernel). */
+static __device__ __forceinline__ int gate_fin_shares(const loom_moe_params &p, int ntiles) {
+  return max(1, min(p.gate_fin_parts, (int)gridDim.x / ntiles));
+}
+
 /* Gate jobs (few tiles: decode, small T; phase_gate says when). A job is
  * one warp's part of one unit (tile, pass of GATE_EP experts): job J =
  * unit * nw + vw computes what warp vw of a block running the unit would
@@ -780,15 +789,6 @@ static __device__ void gate_finish_tile(const loom_moe_params &p, const loom_moe
  * sixteen blocks ran the gate, its end 34.4 us into the kernel on an H200
  * (22.6 with the jobs). A failed wait raises the fault (barrier 1 then
  * fails). */
-/* Blocks that finish each of a call's ntiles tiles of gate jobs (S): at
- * most p.gate_fin_parts, and G / ntiles >= 2 as ntiles <= G / 2 (phase_gate).
- * Finisher f = G - 1 - blockIdx.x < ntiles S takes tile f / S, its tokens'
- * part f % S (gate_jobs); the other blocks are idle at barrier 1 once their
- * jobs are done (moe_kernel). */
-static __device__ __forceinline__ int gate_fin_shares(const loom_moe_params &p, int ntiles) {
-  return max(1, min(p.gate_fin_parts, (int)gridDim.x / ntiles));
-}
-
 template <int DT>
 static __device__ void gate_jobs(const loom_dev_comm &c, const loom_moe_params &p, const loom_moe_call &call,
                                 moe_shared &sh, uint64_t epoch, int npass, int ntiles, float *lg_all,
@@ -1212,6 +1212,17 @@ static __device__ void phase_place(const loom_dev_comm &c, const loom_moe_params
 
 /* ---- phase 3a: counts ------------------------------------------------------------ */
 
+/* Inclusive prefix sum of x over the warp's lanes (all 32 call it). */
+static __device__ __forceinline__ int warp_incl_sum(int x) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int y = __shfl_up_sync(0xffffffffu, x, o);
+    if (lane >= o) x += y;
+  }
+  return x;
+}
+
 /* Exclusive prefix sums of nseg segments of len ints each (a[seg * len +
  * i]), in place. Short segments: a warp each, two elements a lane, one
  * shuffle scan (a thread walking a segment was a chain of shared-memory
@@ -1226,11 +1237,7 @@ static __device__ void seg_scan(int *a, int nseg, int len, int *scan) {
     for (int g = (int)threadIdx.x >> 5; g < nseg; g += (int)blockDim.x >> 5) {
       int *v = a + g * len;
       const int x0 = i0 < len ? v[i0] : 0, x1 = i0 + 1 < len ? v[i0 + 1] : 0;
-      int x = x0 + x1; /* inclusive over the lanes' pairs */
-      for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o) x += y;
-      }
+      const int x = warp_incl_sum(x0 + x1); /* inclusive over the lanes' pairs */
       const int before = x - x0 - x1;
       if (i0 < len) v[i0] = before;
       if (i0 + 1 < len) v[i0 + 1] = before + x0;
@@ -1246,20 +1253,11 @@ static __device__ void seg_scan(int *a, int nseg, int len, int *scan) {
     const int lo = min(len, (int)threadIdx.x * per), hi = min(len, lo + per);
     int sum = 0;
     for (int i = lo; i < hi; i++) sum += v[i];
-    int x = sum;
-    for (int o = 1; o < 32; o <<= 1) {
-      const int y = __shfl_up_sync(0xffffffffu, x, o);
-      if (lane >= o) x += y;
-    }
+    const int x = warp_incl_sum(sum);
     if (lane == 31) scan[warp] = x;
     __syncthreads();
     if (warp == 0) {
-      int w = lane < nt / 32 ? scan[lane] : 0;
-      for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(0xffffffffu, w, o);
-        if (lane >= o) w += y;
-      }
-      scan[lane] = w; /* inclusive over warps */
+      scan[lane] = warp_incl_sum(lane < nt / 32 ? scan[lane] : 0); /* inclusive over warps */
     }
     __syncthreads();
     int run = x - sum + (warp > 0 ? scan[warp - 1] : 0);
@@ -1505,12 +1503,7 @@ static __device__ void moe_dispatch_warp(const loom_dev_comm &c, const loom_moe_
         const int mle = my / R;
         n = (sh.kept[moe_dest(c, p, my - mle * R) * El + mle] + MOE_DSUB - 1) / MOE_DSUB;
       }
-      int incl = n;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o) incl += y;
-      }
+      const int incl = warp_incl_sum(n);
       const unsigned hit = __ballot_sync(0xffffffffu, first + incl > tk);
       if (hit != 0u) {
         const int L = __ffs(hit) - 1;
