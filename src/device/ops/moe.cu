@@ -124,6 +124,7 @@ struct moe_shared {
   int roff[LOOM_MOE_MAX_EXPERTS];   /* [R][El] dispatch-region row of (s, le)'s first row */
   int soff[LOOM_MOE_MAX_EXPERTS];   /* [R][El] (s, le)'s first row among the rows s sent here */
   int tp[LOOM_MOE_MAX_EXPERTS + 1]; /* [El + 1] cumulative row tiles per local expert */
+  char *ret_base[LOOM_MOE_MAX_RANKS]; /* [R] this rank's rows in source s's return region (ret_row) */
   int scan[32];                     /* block_scan's warp totals */
   int swap;                         /* moe_counts: this call's experts run on the swapped decode tile of
                                        this many rows (16, 32); 0: the 128 x 256 tile */
@@ -143,9 +144,11 @@ struct moe_shared {
  * were spilled and reloaded from local memory at every task, and those
  * reloads miss L1 beside the 200 KB ring
  * (ncu + trace: ~2 us between two GEMM tasks of an SM). Taking threadIdx.x
- * fresh where it is used (moe_hop_store, tr_open, tr_close) keeps them
- * inside the loop: 114 -> 59 local loads/stores in the consumers' SASS, the
- * MoE forward -1..-2% (1x H100, A/B in one lease). */
+ * fresh where it is used (tr_open, tr_close) keeps them inside the loop:
+ * 114 -> 59 local loads/stores in the consumers' SASS, the MoE forward
+ * -1..-2% (1x H100, A/B in one lease). The copy still needs threadIdx.x
+ * live across the loop (itself spilled: moe_hop_store's epilogue began with
+ * its reload, session 44); ptx_tid_x reads the register where it is used. */
 static __device__ __forceinline__ int moe_fresh(int v) {
   asm volatile("" : "+r"(v));
   return v;
@@ -1362,6 +1365,8 @@ static __device__ int moe_counts(const loom_dev_comm &c, const loom_moe_params &
     sh.rc[i] = v;
     sh.soff[i] = v;
   }
+  for (int s = threadIdx.x; s < R; s += blockDim.x)
+    sh.ret_base[s] = loom_peer_ptr(c, s, p.ret_off + (size_t)me * p.Cs * p.row_bytes);
   __syncthreads();
   /* base_me(le) is roff[me * El + le] of the sender-side scan: keep it in tp */
   for (int le = threadIdx.x; le < El; le += blockDim.x) sh.tp[le] = sh.roff[me * El + le];
@@ -1669,14 +1674,17 @@ static __host__ __device__ __forceinline__ moe_task moe_decode(const loom_dev_co
  * row among the rows its source s sent here, in s's return region (s's
  * window; rows [roff, roff + rc) of (s, le) came from s). s0: a source at or
  * before the row's (the tile's first source, moe_task.s), where the scan of
- * the sources' ranges starts. */
-static __device__ __forceinline__ char *ret_row(const loom_dev_comm &c, const loom_moe_params &p,
-                                                const moe_shared &sh, int le, int row, int s0) {
+ * the sources' ranges starts. The sources' bases come from shared memory
+ * (moe_counts): in the 128 x 256 consumers' epilogue the window handle was
+ * a value spilled across the mainloop and its fields a global load behind
+ * that reload, two dependent L2 round trips a row half. */
+static __device__ __forceinline__ char *ret_row(const loom_moe_params &p, const moe_shared &sh, int le, int row,
+                                                int s0) {
   const int El = p.El;
   int s = s0;
   while (s + 1 < p.R && sh.roff[(s + 1) * El + le] <= row) s++;
   const int i = sh.soff[s * El + le] + (row - sh.roff[s * El + le]);
-  return loom_peer_ptr(c, s, p.ret_off + ((size_t)c.rank * p.Cs + (size_t)i) * p.row_bytes);
+  return sh.ret_base[s] + (size_t)i * p.row_bytes;
 }
 
 /* One thread, after the stores of every thread that wrote task t's output
@@ -1809,7 +1817,7 @@ static __device__ int phase_experts(const loom_dev_comm &c, const loom_moe_param
         const int vpr = cols * (int)sizeof(T) / 16;
         for (int i = threadIdx.x; i < t.rows * vpr; i += blockDim.x) {
           const int r = i / vpr, v = i - r * vpr;
-          char *dst = ret_row(c, p, sh, t.le, (int)t.row0 + r, t.s) + (size_t)c0 * sizeof(T);
+          char *dst = ret_row(p, sh, t.le, (int)t.row0 + r, t.s) + (size_t)c0 * sizeof(T);
           *((int4 *)dst + v) = *((const int4 *)(stage + r * STAGE_LD) + v);
         }
       }
@@ -1923,9 +1931,9 @@ struct moe_sig {
  * consumers run no decode. STAGES + 1 slots suffice: the producer starts
  * task m + STAGES + 1 only when stages of task m + 1 have been released,
  * i.e. after the consumers' epilogue of task m. */
-enum { /* a record's words */
+enum { /* a record's words (C0, NC: the epilogue's first output column and columns, moe_hop_producer) */
   MOE_REC_GEMM, MOE_REC_S, MOE_REC_LE, MOE_REC_TL, MOE_REC_ROWS, MOE_REC_NB, MOE_REC_DEP, MOE_REC_ROW0,
-  MOE_REC_KS, MOE_REC_WORDS
+  MOE_REC_KS, MOE_REC_C0, MOE_REC_NC, MOE_REC_WORDS
 };
 static __device__ __forceinline__ void moe_rec_put(volatile int32_t *r, const moe_task &t) {
   r[MOE_REC_GEMM] = t.gemm;
@@ -2042,7 +2050,14 @@ static __device__ int moe_hop_producer(const loom_dev_comm &c, const loom_moe_pa
       return !ok;
     }
     task_of[stage] = ticket;
-    moe_rec_put(rec + (m++ % (CFG::STAGES + 1)) * MOE_REC_WORDS, t);
+    volatile int32_t *const rt = rec + (m++ % (CFG::STAGES + 1)) * MOE_REC_WORDS;
+    moe_rec_put(rt, t);
+    /* the epilogue's columns: h columns of a GEMM0 task, output columns of
+     * a GEMM1 one (in the record, so the consumers hold no cols value
+     * across their mainloop: such values were spilled and reloaded) */
+    const int cw = t.gemm ? cols.cw : hc, c0 = t.nb * cw;
+    rt[MOE_REC_C0] = c0;
+    rt[MOE_REC_NC] = min(cw, (t.gemm ? p.H : p.F) - c0);
     sm.flag[stage] = 0u;
     const int half = t.gemm ? cols.half1 : cols.half0; /* always, swapped (moe_task_cols) */
     const CUtensorMap *ma = t.gemm ? (CFG::swap ? &maps.a1s : &maps.a1) : (CFG::swap ? &maps.a0s : &maps.a0);
@@ -2104,21 +2119,22 @@ static __device__ __forceinline__ float moe_hop_val(const float *acc, int chunk,
 /* Row destinations: dst + row * pitch, or (moe_ret set) each row back to
  * its source (ret_row; c0b = the task's first column in bytes). */
 struct moe_ret {
-  const loom_dev_comm *c;
-  const loom_moe_params *p;
   const moe_shared *sh;
   int le, row0, s0; /* s0: the tile's first source (ret_row) */
   size_t c0b;
 };
 template <int DT, int ACT>
 static __device__ __forceinline__ void moe_hop_store(const float *acc, char *dst, size_t pitch, int rows,
-                                                     int ncols, int wg, const moe_ret *ret = NULL) {
+                                                     int ncols, const moe_ret *ret = NULL,
+                                                     const loom_moe_params *p = NULL /* with ret */) {
   typedef typename elem<DT>::T T;
   constexpr int NOUT = ACT == LOOM_ACT_SWIGLU ? 16 : 32; /* 8-column output chunks */
-  /* a fresh thread index: the column and row offsets below are not hoisted
-   * out of the task loop into values that live (spilled) across it */
-  const int tid = moe_fresh((int)threadIdx.x);
-  const int lane = tid & 31, warp = (tid >> 5) & 3;
+  /* the thread index read here (and the WG from it), not a value from
+   * before the task loop: such values live across the mainloop beside the
+   * accumulators, were spilled, and their reloads (L2 round trips) stood
+   * at the head of every epilogue (ncu, session 44) */
+  const int tid = ptx_tid_x();
+  const int lane = tid & 31, warp = (tid >> 5) & 3, wg = tid >> 7;
   const int rb = wg * 64 + warp * 16 + (lane >> 2), q = lane & 3;
 #pragma unroll
   for (int h = 0; h < 2; h++) {
@@ -2130,8 +2146,7 @@ static __device__ __forceinline__ void moe_hop_store(const float *acc, char *dst
     if (wg * 64 + warp * 16 + 8 * h >= rows) continue;
     const int row = rb + 8 * h;
     const bool live = row < rows;
-    T *d = ret != NULL ? (T *)(ret_row(*ret->c, *ret->p, *ret->sh, ret->le, ret->row0 + min(row, rows - 1), ret->s0) +
-                               ret->c0b)
+    T *d = ret != NULL ? (T *)(ret_row(*p, *ret->sh, ret->le, ret->row0 + min(row, rows - 1), ret->s0) + ret->c0b)
                        : (T *)(dst + (size_t)row * pitch);
     if constexpr (DT != LOOM_FP32) {
 #pragma unroll
@@ -2156,12 +2171,12 @@ static __device__ __forceinline__ void moe_hop_store(const float *acc, char *dst
 /* GEMM0's epilogue with the layer's activation as a template argument. */
 template <int DT>
 static __device__ __forceinline__ void moe_hop_store_h(int act, const float *acc, char *dst, size_t pitch,
-                                                       int rows, int ncols, int wg) {
+                                                       int rows, int ncols) {
   switch (act) {
-  case LOOM_ACT_RELU: moe_hop_store<DT, LOOM_ACT_RELU>(acc, dst, pitch, rows, ncols, wg); break;
-  case LOOM_ACT_GELU: moe_hop_store<DT, LOOM_ACT_GELU>(acc, dst, pitch, rows, ncols, wg); break;
-  case LOOM_ACT_SWIGLU: moe_hop_store<DT, LOOM_ACT_SWIGLU>(acc, dst, pitch, rows, ncols, wg); break;
-  default: moe_hop_store<DT, LOOM_ACT_SILU>(acc, dst, pitch, rows, ncols, wg); break;
+  case LOOM_ACT_RELU: moe_hop_store<DT, LOOM_ACT_RELU>(acc, dst, pitch, rows, ncols); break;
+  case LOOM_ACT_GELU: moe_hop_store<DT, LOOM_ACT_GELU>(acc, dst, pitch, rows, ncols); break;
+  case LOOM_ACT_SWIGLU: moe_hop_store<DT, LOOM_ACT_SWIGLU>(acc, dst, pitch, rows, ncols); break;
+  default: moe_hop_store<DT, LOOM_ACT_SILU>(acc, dst, pitch, rows, ncols); break;
   }
 }
 
@@ -2290,7 +2305,7 @@ static __device__ __forceinline__ void moe_swap_store(const loom_dev_comm &c, co
 #pragma unroll
   for (int j = 0; j < NI; j++) {
     if (!live[j]) continue;
-    T *d = t.gemm ? (T *)(ret_row(c, p, sh, t.le, (int)t.row0 + r[j], t.s) + (size_t)c0 * sizeof(T))
+    T *d = t.gemm ? (T *)(ret_row(p, sh, t.le, (int)t.row0 + r[j], t.s) + (size_t)c0 * sizeof(T))
                   : (T *)p.h + (t.row0 + r[j]) * p.F + c0;
     moe_store8(d + 8 * g[j], x[j]);
   }
@@ -2332,7 +2347,6 @@ static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_p
                                         const moe_sig &sg, uint64_t epoch, int wg, const moe_cols &cols,
                                         const moe_swap_sm &ss) {
   typedef typename elem<DT>::T T;
-  const int hc = cols.hc;
   const uint64_t da0 = hop_desc(sm.a + wg * 64 * 128), db0 = hop_desc(sm.b);
   float acc[CFG::acc_regs];
   uint32_t stage = 0, phase = 0;
@@ -2369,13 +2383,12 @@ static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_p
     } else if (idle) {
       /* nothing to store: every row of this WG is past the tile's end */
     } else if (t.gemm == 0) {
-      const int c0 = t.nb * hc;
+      const int c0 = r[MOE_REC_C0];
       char *dst = (char *)p.h + (t.row0 * p.F + (size_t)c0) * sizeof(T);
-      moe_hop_store_h<DT>(p.act, acc, dst, (size_t)p.F * sizeof(T), t.rows, min(hc, p.F - c0), wg);
+      moe_hop_store_h<DT>(p.act, acc, dst, (size_t)p.F * sizeof(T), t.rows, r[MOE_REC_NC]);
     } else {
-      const int c0 = t.nb * cols.cw;
-      const moe_ret ret = {&c, &p, &sh, t.le, (int)t.row0, t.s, (size_t)c0 * sizeof(T)};
-      moe_hop_store<DT, MOE_HOP_AS_IS>(acc, NULL, 0, t.rows, min(cols.cw, p.H - c0), wg, &ret);
+      const moe_ret ret = {&sh, t.le, (int)t.row0, t.s, (size_t)r[MOE_REC_C0] * sizeof(T)};
+      moe_hop_store<DT, MOE_HOP_AS_IS>(acc, NULL, 0, t.rows, r[MOE_REC_NC], &ret, &p);
     }
     tr_close(p, call, sh, TR_WORK);
     moe_sig_post(sg, n, ticket); /* the signaler counts it (task_done) */

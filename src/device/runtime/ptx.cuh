@@ -526,6 +526,17 @@ static __device__ __forceinline__ void ptx_dmma_m16n8k16(double *d, const double
         "d"(b[0]), "d"(b[1]), "d"(b[2]), "d"(b[3]));
 }
 
+/* This thread's index in the block, read from the special register where
+ * it is used (volatile: not hoisted, not kept live across a loop). A value
+ * held across the Hopper consumers' mainloop beside 128 accumulators is
+ * spilled, and its reload after the mainloop is an L2 round trip (the L1
+ * is mostly shared memory there); reading %tid.x again costs an S2R. */
+static __device__ __forceinline__ int ptx_tid_x(void) {
+  int v;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(v));
+  return v;
+}
+
 /* Compiler-only fence on an accumulator register: keeps the compiler from
  * moving reads/writes of `r` across wgmma issue/wait points (no instruction). */
 static __device__ __forceinline__ void ptx_reg_fence(float &r) {

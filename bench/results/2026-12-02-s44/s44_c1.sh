@@ -1,0 +1,39 @@
+# Session 44 call 1 (nvidia-h200): loom_t = the expert producer's next ticket taken 2
+# k-blocks before the current task's last is issued; loom_x = that and the foreground
+# dispatch pieces split over up to 8 warps (a row a warp); against HEAD 1d5f753 (loom_b),
+# alternating; traces at T = 16384 and the Qwen3 shape; loom_x's GPU tests.
+DEADLINE=420
+source bench/results/2026-11-26-h200x2/scripts/dev_env.sh
+: > $S
+B=scratch/bin
+P="--gpus 1 --impl fused --tokens 4096,16384 --iters 10 --check-tokens 8"
+Q="--gpus 1 --impl fused --tokens 8192 --experts 128 --topk 8 --ffn 768 --act swiglu --iters 10 --check-tokens 8"
+D="--gpus 1 --impl fused --tokens 1,16,128,512 --experts 64 --topk 8 --iters 40 --check-tokens 16"
+M="--gpus 1 --impl fused --tokens 1,128 --experts 8 --topk 2 --hidden 4096 --ffn 14336 --act swiglu --iters 10 --check-tokens 8"
+for r in 1 2; do
+  t pre-b-$r 20 $B/loom_b moe $P
+  t pre-t-$r 20 $B/loom_t moe $P
+  t pre-x-$r 20 $B/loom_x moe $P
+  t qwen-b-$r 20 $B/loom_b moe $Q
+  t qwen-t-$r 20 $B/loom_t moe $Q
+  t qwen-x-$r 20 $B/loom_x moe $Q
+done
+t dec-b 20 $B/loom_b moe $D
+t dec-x 20 $B/loom_x moe $D
+t mix-b 25 $B/loom_b moe $M
+t mix-x 25 $B/loom_x moe $M
+t f32-b 25 $B/loom_b moe $P --dtype fp32
+t f32-x 25 $B/loom_x moe $P --dtype fp32
+t tr-b 30 $B/loom_b moe --gpus 1 --impl fused --tokens 16384 --iters 5 --check-tokens 8 --trace $OUT/trb.json
+t tr-t 30 $B/loom_t moe --gpus 1 --impl fused --tokens 16384 --iters 5 --check-tokens 8 --trace $OUT/trt.json
+t tr-x 30 $B/loom_x moe --gpus 1 --impl fused --tokens 16384 --iters 5 --check-tokens 8 --trace $OUT/trx.json
+t tr4-b 30 $B/loom_b moe --gpus 1 --impl fused --tokens 4096 --iters 5 --check-tokens 8 --trace $OUT/tr4b.json
+t tr4-x 30 $B/loom_x moe --gpus 1 --impl fused --tokens 4096 --iters 5 --check-tokens 8 --trace $OUT/tr4x.json
+t trq-b 30 $B/loom_b moe $Q --trace $OUT/trqb.json
+t trq-x 30 $B/loom_x moe $Q --trace $OUT/trqx.json
+t moe-single 110 $B/test_moe_x single
+t moe-loop-special 80 $B/test_moe_x loopback --special
+t faults-loop 40 $B/test_faults_x loopback
+gzip $OUT/*.json 2>/dev/null
+for f in $OUT/pre-* $OUT/qwen-* $OUT/dec-* $OUT/mix-* $OUT/f32-* $OUT/tr*; do echo "$(basename $f .log): $(grep -E 'fused +median' $f | sed 's/.*median \([0-9.]*\) us.*phases end at \(.*\)/\1 (\2)/' | tr '\n' ' ')"; done >> $S
+pack; cat $S
