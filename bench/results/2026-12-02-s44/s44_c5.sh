@@ -1,0 +1,36 @@
+# Session 44 call 5 (nvidia-h200): loom_f = loom_e (0dbc6b6) with the trace sites testing a
+# shared-memory copy of "tracing on" and %tid.x read where used (the kernel parameter's
+# predicate sat in a spilled register reloaded at every task) against loom_e, alternating;
+# traces; loom_f GPU tests.
+DEADLINE=440
+source bench/results/2026-11-26-h200x2/scripts/dev_env.sh
+: > $S
+B=scratch/bin
+P="--gpus 1 --impl fused --tokens 4096,16384 --iters 10 --check-tokens 8"
+Q="--gpus 1 --impl fused --tokens 8192 --experts 128 --topk 8 --ffn 768 --act swiglu --iters 10 --check-tokens 8"
+D="--gpus 1 --impl fused --tokens 1,16,128,512 --experts 64 --topk 8 --iters 40 --check-tokens 16"
+M="--gpus 1 --impl fused --tokens 1,128 --experts 8 --topk 2 --hidden 4096 --ffn 14336 --act swiglu --iters 10 --check-tokens 8"
+for r in 1 2; do
+  t pre-e-$r 20 $B/loom_e moe $P
+  t pre-f-$r 20 $B/loom_f moe $P
+  t qwen-e-$r 20 $B/loom_e moe $Q
+  t qwen-f-$r 20 $B/loom_f moe $Q
+done
+t dec-e 20 $B/loom_e moe $D
+t dec-f 20 $B/loom_f moe $D
+t mix-e 25 $B/loom_e moe $M
+t mix-f 25 $B/loom_f moe $M
+t f32-e 25 $B/loom_e moe $P --dtype fp32
+t f32-f 25 $B/loom_f moe $P --dtype fp32
+t tr-e 30 $B/loom_e moe --gpus 1 --impl fused --tokens 16384 --iters 5 --check-tokens 8 --trace $OUT/tre.json
+t tr-f 30 $B/loom_f moe --gpus 1 --impl fused --tokens 16384 --iters 5 --check-tokens 8 --trace $OUT/trf.json
+t tr4-e 30 $B/loom_e moe --gpus 1 --impl fused --tokens 4096 --iters 5 --check-tokens 8 --trace $OUT/tr4e.json
+t tr4-f 30 $B/loom_f moe --gpus 1 --impl fused --tokens 4096 --iters 5 --check-tokens 8 --trace $OUT/tr4f.json
+t trq-e 30 $B/loom_e moe $Q --trace $OUT/trqe.json
+t trq-f 30 $B/loom_f moe $Q --trace $OUT/trqf.json
+t moe-single 110 $B/test_moe_f single
+t moe-loop-special 80 $B/test_moe_f loopback --special
+t faults-loop 40 $B/test_faults_f loopback
+gzip $OUT/*.json 2>/dev/null
+for f in $OUT/pre-* $OUT/qwen-* $OUT/dec-* $OUT/mix-* $OUT/f32-* $OUT/tr*; do echo "$(basename $f .log): $(grep -E 'fused +median' $f | sed 's/.*median \([0-9.]*\) us.*phases end at \(.*\)/\1 (\2)/' | tr '\n' ' ')"; done >> $S
+pack; cat $S
