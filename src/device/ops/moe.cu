@@ -2119,14 +2119,14 @@ static __device__ __forceinline__ float moe_hop_val(const float *acc, int chunk,
 /* Row destinations: dst + row * pitch, or (moe_ret set) each row back to
  * its source (ret_row; c0b = the task's first column in bytes). */
 struct moe_ret {
+  const loom_moe_params *p;
   const moe_shared *sh;
   int le, row0, s0; /* s0: the tile's first source (ret_row) */
   size_t c0b;
 };
 template <int DT, int ACT>
 static __device__ __forceinline__ void moe_hop_store(const float *acc, char *dst, size_t pitch, int rows,
-                                                     int ncols, const moe_ret *ret = NULL,
-                                                     const loom_moe_params *p = NULL /* with ret */) {
+                                                     int ncols, const moe_ret *ret = NULL) {
   typedef typename elem<DT>::T T;
   constexpr int NOUT = ACT == LOOM_ACT_SWIGLU ? 16 : 32; /* 8-column output chunks */
   /* the thread index read here (and the WG from it), not a value from
@@ -2146,7 +2146,7 @@ static __device__ __forceinline__ void moe_hop_store(const float *acc, char *dst
     if (wg * 64 + warp * 16 + 8 * h >= rows) continue;
     const int row = rb + 8 * h;
     const bool live = row < rows;
-    T *d = ret != NULL ? (T *)(ret_row(*p, *ret->sh, ret->le, ret->row0 + min(row, rows - 1), ret->s0) + ret->c0b)
+    T *d = ret != NULL ? (T *)(ret_row(*ret->p, *ret->sh, ret->le, ret->row0 + min(row, rows - 1), ret->s0) + ret->c0b)
                        : (T *)(dst + (size_t)row * pitch);
     if constexpr (DT != LOOM_FP32) {
 #pragma unroll
@@ -2387,8 +2387,8 @@ static __device__ void moe_hop_consumer(const loom_dev_comm &c, const loom_moe_p
       char *dst = (char *)p.h + (t.row0 * p.F + (size_t)c0) * sizeof(T);
       moe_hop_store_h<DT>(p.act, acc, dst, (size_t)p.F * sizeof(T), t.rows, r[MOE_REC_NC]);
     } else {
-      const moe_ret ret = {&sh, t.le, (int)t.row0, t.s, (size_t)r[MOE_REC_C0] * sizeof(T)};
-      moe_hop_store<DT, MOE_HOP_AS_IS>(acc, NULL, 0, t.rows, r[MOE_REC_NC], &ret, &p);
+      const moe_ret ret = {&p, &sh, t.le, (int)t.row0, t.s, (size_t)r[MOE_REC_C0] * sizeof(T)};
+      moe_hop_store<DT, MOE_HOP_AS_IS>(acc, NULL, 0, t.rows, r[MOE_REC_NC], &ret);
     }
     tr_close(p, call, sh, TR_WORK);
     moe_sig_post(sg, n, ticket); /* the signaler counts it (task_done) */
