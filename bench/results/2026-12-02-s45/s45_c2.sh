@@ -1,3 +1,5 @@
+# NOTE (call 10): the loom_p* binaries this call ran were mislinked (HEAD's moe.o stayed in
+# libloom.a); they were HEAD. See bench/RESULTS.md session 45 (c).
 # Session 45 call 2 (nvidia-h200): what the 128 x 256 consumers' 16-bit epilogue costs, by
 # parts: loom_p1 = HEAD 6054f26 with every epilogue store dropped (an opaque 0 in the store
 # predicate; shuffles and converts kept), loom_p2 = the stores kept and the quad transposes

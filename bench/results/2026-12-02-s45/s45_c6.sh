@@ -1,3 +1,5 @@
+# NOTE (call 10): the loom_p* binaries this call ran were mislinked (HEAD's moe.o stayed in
+# libloom.a); they were HEAD. See bench/RESULTS.md session 45 (c).
 # Session 45 call 6 (nvidia-h200): loom_p3 = HEAD 6054f26 with no 16-bit epilogue at all in
 # the 128 x 256 consumers (no conversions, no stores; the post to the signaler kept; results
 # wrong, timed past the failed verify with the probe harness), against loom_e, alternating,
