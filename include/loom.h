@@ -535,7 +535,11 @@ typedef struct {
   /* Required (LOOM_UNSET is an error): */
   int64_t hidden;              /* multiple of 64, 64..65536 */
   int64_t ffn;                 /* multiple of 64, 64..65536 */
-  int64_t num_experts;         /* divisible by the number of ranks, <= 1024 */
+  int64_t num_experts;         /* divisible by the number of ranks, <= 1024; the
+                                  gate's tile of logits (32 tokens x 4 bytes an
+                                  expert) must also fit a block's shared memory:
+                                  on H100/H200 up to ~900 (loom_moe_forward says
+                                  how many fit) */
   int64_t top_k;               /* 1..16, <= num_experts */
   int64_t max_tokens_per_rank; /* 1..2^24; bounds every call's num_tokens.
                                   With nranks R: R x max_tokens_per_rank x

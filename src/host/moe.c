@@ -477,7 +477,16 @@ loom_result_t loom_moe_forward_ex(loom_moe_t moe, const loom_moe_args_t *a, cuda
   call.tr_events = moe->trace_events;
   call.tr_capacity = moe->trace_capacity;
   call.tr_info = moe->trace_info;
-  if (moe->plan == NULL) CUDA_CHECK(loom_moe_plan_create(&dc, &moe->p, &moe->plan));
+  if (moe->plan == NULL) {
+    const cudaError_t e = loom_moe_plan_create(&dc, &moe->p, &moe->plan);
+    if (e == cudaErrorInvalidConfiguration && moe->p.smem_need > moe->p.smem_have)
+      return loom_set_error(LOOM_INVALID_ARGUMENT,
+                            "%s: num_experts %d needs %zu bytes of shared memory a block (the gate's "
+                            "32-token tile of logits is 128 bytes an expert), more than the %zu this GPU "
+                            "gives a block: at most %d experts fit",
+                            fn, moe->p.E, moe->p.smem_need, moe->p.smem_have, moe->p.experts_fit);
+    CUDA_CHECK(e);
+  }
   CUDA_CHECK(loom_launch_moe(moe->plan, &dc, p, &call, stream));
   return LOOM_SUCCESS;
 fail:

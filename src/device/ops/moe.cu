@@ -2846,6 +2846,18 @@ static cudaError_t plan_parts(const loom_dev_comm *c, loom_moe_params *p, loom_m
   if (gate > smem) smem = gate;
   if (stage > smem) smem = stage;
   if ((size_t)MOE_PLACE_BASE_BYTES > smem) smem = MOE_PLACE_BASE_BYTES; /* place's bases */
+  /* The gate's logits tile (32 tokens x E fp32) grows with E: past ~900
+   * experts the gate alone passes what a block may have (E = 1024: 212 KB
+   * beside ~29 KB of moe_shared). Say so, and how many experts fit, rather
+   * than let cudaFuncSetAttribute answer "invalid argument". */
+  p->smem_need = smem + static_smem;
+  p->smem_have = (size_t)optin;
+  p->experts_fit = 0;
+  if (p->smem_need > p->smem_have) {
+    const size_t other = gate_part_bytes(threads / 32) + (size_t)(threads / 32) * gate_ring_bytes(1, p->es);
+    if (room > other) p->experts_fit = (int)((room - other) / (LOOM_MOE_TT * sizeof(float))) & ~3;
+    return cudaErrorInvalidConfiguration;
+  }
   const int sms = c->sms; /* the device's, or a loopback rank's share */
   if (sms * moe_cfg::blocks_per_sm > LOOM_MOE_MAX_BLOCKS) return cudaErrorCooperativeLaunchTooLarge;
   for (int i = 0; i < nk; i++) {

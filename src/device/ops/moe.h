@@ -85,6 +85,9 @@ typedef struct {
   int wlayout;         /* loom_weight_layout_t of wg, w1, w2 */
   double capacity_factor;
   int es;              /* bytes per element */
+  size_t smem_need, smem_have; /* shared memory a block needs, may have (set by loom_moe_plan_create;
+                                  need > have: cudaErrorInvalidConfiguration) */
+  int experts_fit;     /* then: the most experts whose gate fits (0: none) */
   int gate_depth;      /* chunks in flight per gate warp (moe.cu "gate ring"; set by loom_moe_plan_create) */
   int fg_experts;      /* local experts whose dispatch pieces go out before the expert phase
                           (0: one piece a warp; moe.cu moe_hop_fg_pieces; set by loom_moe_plan_create) */
