@@ -72,6 +72,14 @@
  *                      1's; in forwards 2 and 3 every token is bad. No
  *                      async error.
  *
+ *   config/experts     a layer of 1024 experts (zero weights, the fused
+ *                      gate): where the gate's tile does not fit a block's
+ *                      shared memory every rank's forward must return
+ *                      LOOM_INVALID_ARGUMENT naming num_experts and how many
+ *                      fit, launching nothing, and a layer of that many
+ *                      (rounded to a multiple of R) must then run, y all
+ *                      zeros; where 1024 fits, it must run the same way.
+ *
  *   op-mismatch        at one call number rank 0
  *                      runs a ring exchange, the others a MoE forward:
  *                      every rank, rank 0 included, must report an async
@@ -847,6 +855,120 @@ static int case_op_mismatch(world_t *w) {
   return rc != 0 ? rc : d;
 }
 
+/* config/experts: a layer of 1024 experts (loom.h's bound), every rank's
+ * gate weights, W1 and W2 zero and x finite. Where the gate's logits tile
+ * does not fit a block's shared memory (H100 / H200), every rank's first
+ * forward must return LOOM_INVALID_ARGUMENT naming num_experts and how many
+ * experts fit, launch nothing (no async error once the streams drain), and
+ * a layer of that many experts (rounded down to a multiple of R) must then
+ * run on the same communicator: y, poisoned first, comes back all zeros
+ * (zero weights). Where 1024 fits, the first layer must run the same way. */
+static int experts_layers(world_t *w, const loom_moe_config_t *cfg, void **bufs) {
+  const int R = w->R;
+  const size_t H = (size_t)cfg->hidden, F = (size_t)cfg->ffn, El = (size_t)cfg->num_experts / R;
+  const size_t bytes[3] = {H * (size_t)cfg->num_experts * 2, El * (size_t)f1_of(cfg) * H * 2, El * H * F * 2};
+  for (int i = 0; i < w->nlocal; i++) {
+    rank_ctx *rc = &w->cs[i];
+    CUDA_T(cudaSetDevice(rc->device));
+    for (int j = 0; j < 3; j++) {
+      void **b = &bufs[3 * i + j];
+      if (*b) cudaFree(*b);
+      *b = NULL;
+      CUDA_T(cudaMalloc(b, bytes[j]));
+      CUDA_T(cudaMemset(*b, 0, bytes[j]));
+    }
+    CUDA_T(cudaMemset(rc->x[0], 0x3C, (size_t)FAULT_TOKENS * H * 2)); /* bf16 0x3C3C: finite */
+    CUDA_T(cudaMemset(rc->y[0], 0xFF, (size_t)FAULT_TOKENS * H * 2));
+    LOOM_T(loom_moe_create(rc->comm, cfg, &rc->moe));
+    LOOM_T(loom_moe_set_weights(rc->moe, bufs[3 * i], bufs[3 * i + 1], bufs[3 * i + 2]));
+  }
+  return sync_devices(w);
+}
+
+/* The forwards of experts_layers' layers ran: streams drained, no async
+ * error, every element of y +-0. */
+static int experts_ran(world_t *w, const loom_moe_config_t *cfg, const char *what) {
+  if (wait_streams(w, STREAM_DEADLINE_S, what) != 0 || check_no_async(w, what) != 0) return -1;
+  const size_t n = (size_t)FAULT_TOKENS * (size_t)cfg->hidden;
+  uint16_t *y = malloc(n * 2);
+  CHECK(y != NULL, "host allocation");
+  if (y == NULL) return -1;
+  int ok = 1;
+  for (int i = 0; i < w->nlocal && ok; i++) {
+    CUDA_T(cudaSetDevice(w->cs[i].device));
+    CUDA_T(cudaMemcpy(y, w->cs[i].y[0], n * 2, cudaMemcpyDeviceToHost));
+    size_t bad = 0;
+    for (size_t j = 0; j < n; j++) bad += (y[j] & 0x7FFFu) != 0;
+    CHECK(bad == 0, "%s: rank %d, E = %d: %zu of %zu y elements not zero (zero weights)", what,
+          w->cs[i].rank, (int)cfg->num_experts, bad, n);
+    ok = bad == 0;
+  }
+  free(y);
+  return ok ? 0 : -1;
+}
+
+static int case_experts(world_t *w) {
+  const int R = w->R;
+  char what[96];
+  snprintf(what, sizeof what, "R=%d config/experts", R);
+  watchdog(CASE_DEADLINE_S, "%s: setup", what);
+  loom_moe_config_t cfg = fault_layer(R, LOOM_ACT_SILU, 2);
+  cfg.num_experts = 1024;
+  loom_comm_config_t cc;
+  if (comm_config(&cfg, 1, R, LONG_TIMEOUT_MS, &cc) != 0 || world_comm_create(w, &cc) != 0) return -1;
+  void *bufs[3 * MAX_RANKS] = {0};
+  int rc = experts_layers(w, &cfg, bufs);
+  int fit = -1, refused = 0;
+  for (int i = 0; i < w->nlocal && rc == 0; i++) {
+    rank_ctx *c = &w->cs[i];
+    CUDA_T(cudaSetDevice(c->device));
+    const loom_result_t r = forward(c, c->x[0], FAULT_TOKENS, c->y[0], 0, NULL, NULL);
+    const char *m = loom_last_error();
+    if (r == LOOM_SUCCESS) continue;
+    refused++;
+    CHECK(r == LOOM_INVALID_ARGUMENT, "%s: rank %d forward returned %s (%s), want invalid argument",
+          what, c->rank, loom_result_string(r), m);
+    CHECK(strstr(m, "num_experts 1024") != NULL && strstr(m, "experts fit") != NULL,
+          "%s: rank %d's message does not name num_experts and how many fit: %s", what, c->rank, m);
+    const char *at = strstr(m, "at most ");
+    const int f = at != NULL ? atoi(at + 8) : -1;
+    CHECK(f >= R && f < 1024 && (fit < 0 || f == fit), "%s: rank %d: at most %d experts fit? (%s)",
+          what, c->rank, f, m);
+    if (r != LOOM_INVALID_ARGUMENT || f < R || f >= 1024 || (fit >= 0 && f != fit)) rc = -1;
+    fit = f;
+  }
+  CHECK(refused == 0 || refused == w->nlocal, "%s: %d of %d ranks refused the layer", what, refused,
+        w->nlocal);
+  if (refused != 0 && refused != w->nlocal) rc = -1;
+  if (rc == 0 && refused == 0) rc = experts_ran(w, &cfg, what); /* 1024 fits this GPU */
+  if (rc == 0 && refused != 0) {
+    /* nothing launched: the streams are idle and no rank has an error */
+    if (wait_streams(w, STREAM_DEADLINE_S, what) != 0 || check_no_async(w, what) != 0) rc = -1;
+    destroy_layers(w);
+    cfg.num_experts = fit / R * R;
+    if (rc == 0) rc = experts_layers(w, &cfg, bufs);
+    watchdog(CASE_DEADLINE_S, "%s: forward of %d experts", what, (int)cfg.num_experts);
+    for (int i = 0; i < w->nlocal && rc == 0; i++) {
+      rank_ctx *c = &w->cs[i];
+      CUDA_T(cudaSetDevice(c->device));
+      const loom_result_t r = forward(c, c->x[0], FAULT_TOKENS, c->y[0], 0, NULL, NULL);
+      CHECK(r == LOOM_SUCCESS, "%s: rank %d forward of the %d experts that fit: %s", what, c->rank,
+            (int)cfg.num_experts, loom_last_error());
+      if (r != LOOM_SUCCESS) rc = -1;
+    }
+    if (rc == 0) rc = experts_ran(w, &cfg, what);
+  }
+  if (rc == 0 && w->cs[0].rank == 0)
+    printf("  %s: %s\n", what, refused ? "1024 experts refused, the number named runs" : "1024 experts run");
+  const int d = world_comm_destroy(w, what);
+  for (int i = 0; i < 3 * MAX_RANKS; i++)
+    if (bufs[i]) {
+      cudaSetDevice(w->cs[i / 3].device);
+      cudaFree(bufs[i]);
+    }
+  return rc != 0 ? rc : d;
+}
+
 /* ---- non-finite gate ------------------------------------------------------------------------ */
 
 typedef struct {
@@ -1196,6 +1318,7 @@ static int run_world(world_t *w) {
   if (rc == 0) rc = case_extra_call(w);
   if (rc == 0) rc = case_nonfinite(w);
   if (rc == 0) rc = case_op_mismatch(w);
+  if (rc == 0) rc = case_experts(w);
   return rc;
 }
 
