@@ -538,7 +538,7 @@ typedef struct {
   int64_t num_experts;         /* divisible by the number of ranks, <= 1024; the
                                   gate's tile of logits (32 tokens x 4 bytes an
                                   expert) must also fit a block's shared memory:
-                                  on H100/H200 up to ~900 (loom_moe_forward says
+                                  on H100/H200 up to 910 (loom_moe_forward says
                                   how many fit) */
   int64_t top_k;               /* 1..16, <= num_experts */
   int64_t max_tokens_per_rank; /* 1..2^24; bounds every call's num_tokens.

@@ -2855,7 +2855,7 @@ static cudaError_t plan_parts(const loom_dev_comm *c, loom_moe_params *p, loom_m
   p->experts_fit = 0;
   if (p->smem_need > p->smem_have) {
     const size_t other = gate_part_bytes(threads / 32) + (size_t)(threads / 32) * gate_ring_bytes(1, p->es);
-    if (room > other) p->experts_fit = (int)((room - other) / (LOOM_MOE_TT * sizeof(float))) & ~3;
+    if (room > other) p->experts_fit = (int)((room - other) / (LOOM_MOE_TT * sizeof(float)));
     return cudaErrorInvalidConfiguration;
   }
   const int sms = c->sms; /* the device's, or a loopback rank's share */
