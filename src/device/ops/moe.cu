@@ -422,7 +422,11 @@ template <int DT> struct vec8 {
  * (session 42), so each warp's chain of loads, 48 conversions (F2F) and 8
  * DMMAs a chunk sets the pace, and every instruction a chunk counts (the
  * three integer divisions a chunk, gone in session 42, were ~30% of the
- * loop's instructions; the gate phase -7%). Loading the
+ * loop's instructions; the gate phase -7%; its per-chunk parameter
+ * loads feeding the wait and the layout test, ~10% of its stall samples,
+ * gone in session 48: -2 us). Not the F2Fs: x made by integer operations
+ * instead (exact, bench/results/2026-12-03-s48/probe_x64.diff) ran the
+ * gate 4% slower (session 48). Loading the
  * next chunk into registers before this chunk's MMAs spilled and was
  * slower (session 9). GATE_NB = 2 (16 experts a pass, half the
  * accumulators of 32) keeps the loop out of local memory under the
@@ -462,12 +466,12 @@ static __host__ __device__ constexpr size_t gate_ring_bytes(int depth, int es) {
 #define GATE_MAX_DEPTH 4
 /* cp.async.wait_group takes an immediate: until at most n groups are pending */
 static __device__ __forceinline__ void gate_wait_pending(int n) {
-  switch (n) {
-  case 0: cp_async_wait<0>(); break;
-  case 1: cp_async_wait<1>(); break;
-  case 2: cp_async_wait<2>(); break;
-  default: cp_async_wait<GATE_MAX_DEPTH - 1>(); break;
-  }
+  /* tests on a register, the usual depth first (a switch became a jump
+   * table read from constant memory every chunk) */
+  if (n >= GATE_MAX_DEPTH - 1) cp_async_wait<GATE_MAX_DEPTH - 1>();
+  else if (n == 2) cp_async_wait<2>();
+  else if (n == 1) cp_async_wait<1>();
+  else cp_async_wait<0>();
 }
 static_assert(GATE_MAX_DEPTH - 1 == 3, "gate_wait_pending covers 0 .. GATE_MAX_DEPTH - 1");
 
@@ -564,10 +568,14 @@ static __device__ __forceinline__ void gate_warp_part(const loom_moe_params &p, 
   const int E = p.E;
   const int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
   const int g = lane >> 2, tq = lane & 3;
-  const int out_in = p.wlayout == LOOM_WEIGHTS_OUT_IN;
+  /* the loop's tests on registers, not on parameters re-read every chunk
+   * (ptx_keep_i32; for T that did not hold: gate_issue's bound is still a
+   * parameter load, ptxas folded the move) */
+  const int out_in = ptx_keep_i32(p.wlayout == LOOM_WEIGHTS_OUT_IN);
   constexpr int es = DT == LOOM_FP32 ? 4 : 2;
   constexpr int NV = vec8<DT>::n;
-  const int D = p.gate_depth;
+  const int D = ptx_keep_i32(p.gate_depth);
+  T = ptx_keep_i32(T);
   const int k = q / s.np;
   const int t0 = (s.tile0 + k * s.tstride) * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
   const int e0 = (s.pass0 + q - k * s.np) * GATE_EP;

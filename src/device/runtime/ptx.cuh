@@ -526,6 +526,16 @@ static __device__ __forceinline__ void ptx_dmma_m16n8k16(double *d, const double
         "d"(b[0]), "d"(b[1]), "d"(b[2]), "d"(b[3]));
 }
 
+/* v through an opaque register move: the compiler cannot re-read the value
+ * from the kernel's parameters where it is used (a loop's reload of a
+ * parameter is an LDC whose result the next instruction waits on; the gate
+ * chunk loop had three, ~13% of its stall samples, ncu session 45). */
+static __device__ __forceinline__ int ptx_keep_i32(int v) {
+  int r;
+  asm volatile("mov.b32 %0, %1;" : "=r"(r) : "r"(v));
+  return r;
+}
+
 /* This thread's index in the block, read from the special register where
  * it is used (volatile: not hoisted, not kept live across a loop). A value
  * held across the Hopper consumers' mainloop beside 128 accumulators is
