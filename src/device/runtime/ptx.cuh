@@ -526,10 +526,12 @@ static __device__ __forceinline__ void ptx_dmma_m16n8k16(double *d, const double
         "d"(b[0]), "d"(b[1]), "d"(b[2]), "d"(b[3]));
 }
 
-/* v through an opaque register move: the compiler cannot re-read the value
- * from the kernel's parameters where it is used (a loop's reload of a
- * parameter is an LDC whose result the next instruction waits on; the gate
- * chunk loop had three, ~13% of its stall samples, ncu session 45). */
+/* v through an opaque register move, so that the front end does not re-read
+ * a kernel parameter where it is used (a loop's reload of a parameter is an
+ * LDC whose result the next instruction waits on; the gate chunk loop had
+ * three, ~13% of its stall samples, ncu session 45). A hint, not a
+ * guarantee: ptxas may still fold the move back into the load (it did for
+ * the gate's T, session 48); check the SASS. */
 static __device__ __forceinline__ int ptx_keep_i32(int v) {
   int r;
   asm volatile("mov.b32 %0, %1;" : "=r"(r) : "r"(v));
