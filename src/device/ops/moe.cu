@@ -298,27 +298,25 @@ static __device__ void gate_tokens(const loom_moe_params &p, const float *lg, in
                                    int nwarps, int lane, int *pick) {
   const int E = p.E, K = p.K;
   uint32_t taken[GATE_TPW]; /* bit q: expert lane + 32q chosen (E <= 1024) */
-  int bad[GATE_TPW], my_id[GATE_TPW];
+  int my_id[GATE_TPW];
   float my_val[GATE_TPW];
 #pragma unroll
   for (int i = 0; i < GATE_TPW; i++) {
-    const int a = warp + i * nwarps;
     taken[i] = 0;
     my_id[i] = 0;
     my_val[i] = 0.f;
-    bad[i] = 0;
-    if (a >= n) continue; /* warp-uniform, as below */
-    int b = 0;
-    for (int e = lane; e < E; e += 32) b |= !isfinite(lg[a * E + e]);
-    bad[i] = __any_sync(0xffffffffu, b);
   }
+  /* The loops over a lane's experts stay rolled (unroll 1) here and below:
+   * unrolled, with GATE_TPW tokens each, the function was ~6000
+   * instructions (~96 KB) an inlined copy, fetched again every tile. */
   for (int j = 0; j < K; j++) {
 #pragma unroll
     for (int i = 0; i < GATE_TPW; i++) {
       const int a = warp + i * nwarps;
-      if (a >= n) continue;
+      if (a >= n) continue; /* warp-uniform, as below */
       unsigned best = 0u; /* no candidate */
       int besti = E;
+#pragma unroll 1
       for (int e = lane, q = 0; e < E; e += 32, q++) {
         const unsigned k = topk_key(lg[a * E + e]);
         if (!(taken[i] >> q & 1u) && k > best) { best = k; besti = e; } /* ties: the lower q */
@@ -332,14 +330,22 @@ static __device__ void gate_tokens(const loom_moe_params &p, const float *lg, in
       }
     }
   }
+  /* softmax weights; the scan over all of a token's logits also finds a
+   * non-finite one (exp of it is harmless: that token's weights are NaN) */
 #pragma unroll
   for (int i = 0; i < GATE_TPW; i++) {
     const int a = warp + i * nwarps;
     if (a >= n) break; /* warp-uniform */
     const double m = (double)__shfl_sync(0xffffffffu, my_val[i], 0);
     double rest = 0.0;
-    for (int e = lane, q = 0; e < E; e += 32, q++)
-      if (!(taken[i] >> q & 1u)) rest += exp((double)lg[a * E + e] - m);
+    int b = 0;
+#pragma unroll 1
+    for (int e = lane, q = 0; e < E; e += 32, q++) {
+      const float v = lg[a * E + e];
+      b |= !isfinite(v);
+      if (!(taken[i] >> q & 1u)) rest += exp((double)v - m);
+    }
+    const int bad = __any_sync(0xffffffffu, b);
     const double pj = lane < K ? exp((double)my_val[i] - m) : 0.0;
     double sel = pj;
     for (int o = 16; o > 0; o >>= 1) {
@@ -351,7 +357,7 @@ static __device__ void gate_tokens(const loom_moe_params &p, const float *lg, in
       const double w = p.normalize ? pj / sel : pj / (rest + sel);
       p.ids[t * K + lane] = my_id[i];
       pick[a * K + lane] = my_id[i];
-      p.wts[t * K + lane] = bad[i] ? __int_as_float(0x7fc00000) : (float)w;
+      p.wts[t * K + lane] = bad ? __int_as_float(0x7fc00000) : (float)w;
     }
   }
 }
