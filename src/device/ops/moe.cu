@@ -330,23 +330,35 @@ static __device__ void gate_tokens(const loom_moe_params &p, const float *lg, in
       }
     }
   }
-  /* softmax weights; the scan over all of a token's logits also finds a
-   * non-finite one (exp of it is harmless: that token's weights are NaN) */
-#pragma unroll
+  /* softmax weights, one token at a time (rolled: each fp64 exp and the
+   * division once in the code, not GATE_TPW times); the scan over all of a
+   * token's logits also finds a non-finite one (exp of it is harmless:
+   * that token's weights are NaN) */
+#pragma unroll 1
   for (int i = 0; i < GATE_TPW; i++) {
     const int a = warp + i * nwarps;
     if (a >= n) break; /* warp-uniform */
-    const double m = (double)__shfl_sync(0xffffffffu, my_val[i], 0);
+    uint32_t tk = taken[0];
+    int id = my_id[0];
+    float val = my_val[0];
+#pragma unroll
+    for (int r = 1; r < GATE_TPW; r++) /* selects: the arrays stay in registers */
+      if (i == r) {
+        tk = taken[r];
+        id = my_id[r];
+        val = my_val[r];
+      }
+    const double m = (double)__shfl_sync(0xffffffffu, val, 0);
     double rest = 0.0;
     int b = 0;
 #pragma unroll 1
     for (int e = lane, q = 0; e < E; e += 32, q++) {
       const float v = lg[a * E + e];
       b |= !isfinite(v);
-      if (!(taken[i] >> q & 1u)) rest += exp((double)v - m);
+      if (!(tk >> q & 1u)) rest += exp((double)v - m);
     }
     const int bad = __any_sync(0xffffffffu, b);
-    const double pj = lane < K ? exp((double)my_val[i] - m) : 0.0;
+    const double pj = lane < K ? exp((double)val - m) : 0.0;
     double sel = pj;
     for (int o = 16; o > 0; o >>= 1) {
       rest += __shfl_xor_sync(0xffffffffu, rest, o);
@@ -355,8 +367,8 @@ static __device__ void gate_tokens(const loom_moe_params &p, const float *lg, in
     if (lane < K) {
       const size_t t = (size_t)t0 + a;
       const double w = p.normalize ? pj / sel : pj / (rest + sel);
-      p.ids[t * K + lane] = my_id[i];
-      pick[a * K + lane] = my_id[i];
+      p.ids[t * K + lane] = id;
+      pick[a * K + lane] = id;
       p.wts[t * K + lane] = bad ? __int_as_float(0x7fc00000) : (float)w;
     }
   }
