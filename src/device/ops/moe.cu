@@ -307,8 +307,9 @@ static __device__ void gate_tokens(const loom_moe_params &p, const float *lg, in
     my_val[i] = 0.f;
   }
   /* The loops over a lane's experts stay rolled (unroll 1) here and below:
-   * unrolled, with GATE_TPW tokens each, the function was ~6000
-   * instructions (~96 KB) an inlined copy, fetched again every tile. */
+   * unrolled, with GATE_TPW tokens each, the function was ~3050
+   * instructions (~48 KB) an inlined copy, and the gate's chunk loop
+   * refetched its own code after it every tile (session 49). */
   for (int j = 0; j < K; j++) {
 #pragma unroll
     for (int i = 0; i < GATE_TPW; i++) {
