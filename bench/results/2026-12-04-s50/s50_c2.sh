@@ -1,4 +1,4 @@
-# Session 50 call 2 (nvidia-h200): the fast gate behind a runtime switch (gate_fast_runtime.diff,
+# Session 50 call 2 (rerun as call 3 with the host moe.o rebuilt against the new moe.h) (nvidia-h200): the fast gate behind a runtime switch (gate_fast_runtime.diff,
 # LOOM_MOE_GATE_FAST=1): test_moe single on its exact path, then base (ba86ab3) / rt exact /
 # rt fast alternately, two rounds: what the extra spills cost the exact path.
 DEADLINE=${DEADLINE:-300}
