@@ -1,6 +1,8 @@
-# Session 50 call 2 (rerun as call 3 with the host moe.o rebuilt against the new moe.h) (nvidia-h200): the fast gate behind a runtime switch (gate_fast_runtime.diff,
-# LOOM_MOE_GATE_FAST=1): test_moe single on its exact path, then base (ba86ab3) / rt exact /
-# rt fast alternately, two rounds: what the extra spills cost the exact path.
+# Session 50 calls 2 and 3 (nvidia-h200): the fast gate behind a runtime switch
+# (gate_fast_runtime.diff, LOOM_MOE_GATE_FAST=1): test_moe single on its exact path, then
+# base (ba86ab3) / rt exact / rt fast alternately, two rounds: what the extra spills cost the
+# exact path. Call 2's rt binaries were mislinked (host moe.o built against the old moe.h);
+# call 3 reran this script with the host object rebuilt.
 DEADLINE=${DEADLINE:-300}
 source bench/results/2026-11-26-h200x2/scripts/dev_env.sh
 : > $S
