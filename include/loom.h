@@ -37,8 +37,9 @@ extern "C" {
  * header passes its own struct_size and version: loom reads only the
  * fields that struct has, and the newer ones take their defaults.
  *   1  loom_comm_config_t, loom_moe_config_t up to capacity_factor
- *   2  loom_moe_config_t.weight_layout */
-#define LOOM_API_VERSION 2
+ *   2  loom_moe_config_t.weight_layout
+ *   3  loom_moe_config_t.gate_math */
+#define LOOM_API_VERSION 3
 
 /* Marks a config field as "not set by the caller: use the default". */
 #define LOOM_UNSET (-1)
@@ -465,7 +466,11 @@ loom_result_t loom_gemm_ar(loom_comm_t comm, const loom_gemm_args_t *args,
  * factor 2^24 of each other at hidden <= 8192; otherwise it is within a few
  * fp64 units in the last place of it, which changes the fp32 logit only
  * when that lies within ~2^-29 (relative) of an fp32 rounding boundary, and
- * the routing only when such a logit also ties at the top_k edge.
+ * the routing only when such a logit also ties at the top_k edge. That is
+ * config.gate_math = LOOM_GATE_EXACT, the default. LOOM_GATE_FAST (bf16 /
+ * fp16 layers) sums on the 16-bit tensor cores in fp32 instead, in the
+ * same fixed order (deterministic, the same for every token count):
+ * see "The fast gate" below for what it guarantees.
  *
  * Gate order and non-finite input. The fused gate ranks a token's fp32
  * logits by value, a NaN logit below every number (-Inf included), equal
@@ -476,6 +481,32 @@ loom_result_t loom_gemm_ar(loom_comm_t comm, const loom_gemm_args_t *args,
  * any non-finite logit (NaN, +Inf, -Inf) gets NaN weights, so its y row is
  * non-finite; no other token's row changes (each row is computed from its
  * own x row only, and the combine order is fixed).
+ *
+ * The fast gate (LOOM_GATE_FAST). Each of a token's logits l_e is within
+ *   eps_e = (2 ceil(hidden / 256) + 1) x 2^-18 x P_e,
+ *   P_e = sum over h of |x_h w_eh|   (w = gate_w's weights of expert e)
+ * of the exact sum: the 16-bit products are exact in fp32, at most 2
+ * ceil(hidden / 256) MMAs of 16 products are chained in one fp32
+ * accumulator, each adding at most 2^-18 P_e of error (the bound of an
+ * accumulation that keeps 24 bits at the largest addend's exponent and
+ * truncates; NVIDIA does not document the tensor cores' rounding), the
+ * accumulators are then added in fp64 and rounded to fp32 once. Hence:
+ * a token's routing is the exact gate's wherever its k-th and (k+1)-th
+ * largest exact logits differ by more than those two experts' eps summed,
+ * and its chosen ids come in the exact gate's order wherever neighbouring
+ * chosen logits are that far apart. A weight is the softmax of the fast
+ * logits at the chosen ids: within a factor exp(+-2 max_e eps_e) of the
+ * exact logits' softmax there (renormalised or not). Random O(1) inputs
+ * lie almost always outside that band: test_moe and `loom moe --gate fast`
+ * count the tokens routed otherwise than the exact gate routes them, and
+ * bench/RESULTS.md records the counts and the time saved. Inputs built to
+ * tie within a few fp32 ulps are routed differently. The order of equal
+ * values, the non-finite rules, determinism and the independence from
+ * the token count are as for the exact gate. Status (2026-12-05): this
+ * option was built and its checks tested on the CPU only; no GPU has run
+ * it yet (the same arithmetic ran as a probe on an H200 in session 50:
+ * routing equal to the exact gate's on every random token checked, gate
+ * phase 83 -> 59 us at 16384 tokens). bench/RESULTS.md says when it has.
  *
  * Buffer reuse across calls and operators. Any sequence of loom calls on
  * one communicator is safe without host synchronisation (MoE layers of
@@ -514,6 +545,13 @@ typedef enum {
   LOOM_MATH_FP32 = 1, /* exact fp32 FMAs, no tensor cores */
   LOOM_NUM_MATHS = 2
 } loom_math_t;
+
+/* How the fused gate sums its logits ("Numerics", "The fast gate"). */
+typedef enum {
+  LOOM_GATE_EXACT = 0, /* fp64 tensor cores: the exact sum, rounded once (default) */
+  LOOM_GATE_FAST = 1,  /* bf16 / fp16 tensor cores, fp32 sums (bf16 / fp16 layers only) */
+  LOOM_NUM_GATE_MATHS = 2
+} loom_gate_math_t;
 
 /* How a MoE layer's weight matrices lie in memory (see "Layouts" above).
  * Every weight matrix of a layer uses the same layout. */
@@ -559,12 +597,16 @@ typedef struct {
   int weight_layout;     /* loom_weight_layout_t of gate_w, w1 and w2;
                             LOOM_UNSET (or a version-1 struct, which lacks
                             the field): LOOM_WEIGHTS_OUT_IN */
+  /* Since LOOM_API_VERSION 3: */
+  int gate_math;         /* loom_gate_math_t of the fused gate; LOOM_UNSET
+                            (or an older struct): LOOM_GATE_EXACT.
+                            LOOM_GATE_FAST with an fp32 dtype is an error */
 } loom_moe_config_t;
 
 #define LOOM_MOE_CONFIG_INIT                                                   \
   { sizeof(loom_moe_config_t), LOOM_API_VERSION, LOOM_UNSET, LOOM_UNSET,       \
     LOOM_UNSET, LOOM_UNSET, LOOM_UNSET, LOOM_UNSET, LOOM_UNSET, LOOM_UNSET,    \
-    LOOM_UNSET, 0.0, LOOM_UNSET }
+    LOOM_UNSET, 0.0, LOOM_UNSET, LOOM_UNSET }
 
 typedef struct loom_moe *loom_moe_t;
 

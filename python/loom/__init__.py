@@ -7,7 +7,7 @@ What is here without torch:
   - loom.LoomError (a failed call; .result is a loom.Result, .message the
     library's loom_last_error() text), loom.LoomArgumentError (rejected by
     Python-side validation; also a ValueError);
-  - the enums Result, DType, Activation, Math, WeightLayout, Exchange;
+  - the enums Result, DType, Activation, Math, WeightLayout, GateMath, Exchange;
   - loom.CommConfig / loom.MoeConfig (the versioned C config structs);
   - loom.Comm / loom.MoeLayer (owning handles; buffers as device pointers);
   - loom._lib: the raw ctypes bindings of include/loom.h.
@@ -15,7 +15,8 @@ docs/python.md says what is guaranteed.
 """
 from ._version import __version__
 from . import _lib
-from ._lib import (API_VERSION, UNSET, Activation, DType, Exchange, LoomArgumentError, LoomError,
+from ._lib import (API_VERSION, UNSET, Activation, DType, Exchange, GateMath, LoomArgumentError,
+                   LoomError,
                    LoomLibraryError, Math, Result, WeightLayout, dtype_size, dtype_string,
                    last_error, result_string)
 from .config import CommConfig, MoeConfig
@@ -25,7 +26,8 @@ from .runtime import Comm, MoeLayer
 library_path = _lib.library_path
 
 __all__ = [
-    "__version__", "API_VERSION", "UNSET", "Activation", "DType", "Exchange", "LoomArgumentError",
+    "__version__", "API_VERSION", "UNSET", "Activation", "DType", "Exchange", "GateMath",
+    "LoomArgumentError",
     "LoomError", "LoomLibraryError", "Math", "Result", "WeightLayout", "dtype_size", "dtype_string",
     "last_error", "result_string", "CommConfig", "MoeConfig", "Comm", "MoeLayer", "library_path",
 ]

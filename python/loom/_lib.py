@@ -37,7 +37,7 @@ VERSION_MAJOR = 0
 VERSION_MINOR = 1
 VERSION_PATCH = 0
 #: LOOM_API_VERSION: version of the config structs' layout.
-API_VERSION = 2
+API_VERSION = 3
 #: LOOM_UNSET: "not set by the caller: use the default".
 UNSET = -1
 #: LOOM_MOE_MAX_RANKS: largest communicator a MoE layer supports.
@@ -85,6 +85,13 @@ class WeightLayout(enum.IntEnum):
     """loom_weight_layout_t."""
     OUT_IN = 0  # [out x in] row-major: nn.Linear.weight (default)
     IN_OUT = 1  # [in x out] row-major
+
+
+class GateMath(enum.IntEnum):
+    """loom_gate_math_t: how the fused gate sums its logits (loom.h "The
+    fast gate")."""
+    EXACT = 0  # fp64 tensor cores, the exact sum rounded once (default)
+    FAST = 1   # bf16 / fp16 tensor cores, fp32 sums (bf16 / fp16 layers only)
 
 
 class Exchange(enum.IntEnum):
@@ -141,8 +148,10 @@ class CommConfigC(ctypes.Structure):
 
 
 class MoeConfigC(ctypes.Structure):
-    """loom_moe_config_t at LOOM_API_VERSION 2 (version 1 ends before
-    weight_layout: its struct_size is MOE_CONFIG_V1_SIZE)."""
+    """loom_moe_config_t at LOOM_API_VERSION 3 (version 1 ends before
+    weight_layout: its struct_size is MOE_CONFIG_V1_SIZE; version 2's
+    struct has the same size as version 3's, gate_math filling its tail
+    padding, so the library reads gate_math only from version >= 3)."""
     _fields_ = [
         ("struct_size", c_size_t),
         ("version", c_int),
@@ -158,11 +167,14 @@ class MoeConfigC(ctypes.Structure):
         ("capacity_factor", c_double),
         # since LOOM_API_VERSION 2
         ("weight_layout", c_int),
+        # since LOOM_API_VERSION 3
+        ("gate_math", c_int),
     ]
 
 
 #: sizeof(loom_moe_config_t) at each API version (index version - 1).
-MOE_CONFIG_SIZES = (MoeConfigC.weight_layout.offset, ctypes.sizeof(MoeConfigC))
+MOE_CONFIG_SIZES = (MoeConfigC.weight_layout.offset, ctypes.sizeof(MoeConfigC),
+                    ctypes.sizeof(MoeConfigC))
 MOE_CONFIG_V1_SIZE = MOE_CONFIG_SIZES[0]
 
 
@@ -174,7 +186,7 @@ def comm_config_init() -> CommConfigC:
 def moe_config_init() -> MoeConfigC:
     """LOOM_MOE_CONFIG_INIT."""
     return MoeConfigC(ctypes.sizeof(MoeConfigC), API_VERSION, UNSET, UNSET, UNSET, UNSET, UNSET,
-                      UNSET, UNSET, UNSET, UNSET, 0.0, UNSET)
+                      UNSET, UNSET, UNSET, UNSET, 0.0, UNSET, UNSET)
 
 
 class MoeStatsC(ctypes.Structure):

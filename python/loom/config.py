@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 from typing import Optional, Tuple, Union
 
 from . import _lib
-from ._lib import (Activation, DType, LoomArgumentError, Math, UNSET, WeightLayout, check)
+from ._lib import (Activation, DType, GateMath, LoomArgumentError, Math, UNSET, WeightLayout, check)
 
 # Limits the library enforces (src/host/moe.c, src/device/ops/moe.h, loom.h).
 DIM_ALIGN = 64             # hidden and ffn: multiples of this
@@ -40,6 +40,7 @@ _ACT_NAMES = {"relu": Activation.RELU, "gelu": Activation.GELU, "silu": Activati
 _MATH_NAMES = {"tf32": Math.TF32, "fp32": Math.FP32, "ieee": Math.FP32}
 _LAYOUT_NAMES = {"out_in": WeightLayout.OUT_IN, "out-in": WeightLayout.OUT_IN,
                  "in_out": WeightLayout.IN_OUT, "in-out": WeightLayout.IN_OUT}
+_GATE_NAMES = {"exact": GateMath.EXACT, "fast": GateMath.FAST}
 
 
 def _as_int(value) -> Optional[int]:
@@ -169,7 +170,9 @@ class MoeConfig:
     capacity_factor (0 = dropless, the default; c > 0 keeps per expert and
     source rank the first ceil(c * num_tokens * top_k / num_experts)
     assignments), weight_layout (WeightLayout or "out_in" / "in_out";
-    default out_in, nn.Linear's [out x in]).
+    default out_in, nn.Linear's [out x in]), gate_math (GateMath or
+    "exact" / "fast"; default exact; fast needs dtype bf16 or fp16 and
+    routes within the bound loom.h's "The fast gate" states).
     """
     hidden: int
     ffn: int
@@ -182,6 +185,7 @@ class MoeConfig:
     normalize_top_k: Optional[bool] = None
     capacity_factor: float = 0.0
     weight_layout: Union[WeightLayout, str, None] = None
+    gate_math: Union[GateMath, str, None] = None
 
     # -- resolved values (defaults applied) --
     @property
@@ -215,6 +219,11 @@ class MoeConfig:
         return WeightLayout.OUT_IN if w is None else w
 
     @property
+    def resolved_gate_math(self) -> GateMath:
+        g = _enum(self.gate_math, GateMath, _GATE_NAMES, "MoeConfig.gate_math")
+        return GateMath.EXACT if g is None else g
+
+    @property
     def gated(self) -> bool:
         return self.resolved_activation == Activation.SWIGLU
 
@@ -240,6 +249,11 @@ class MoeConfig:
         tokens = _int(self.max_tokens_per_rank, "MoeConfig.max_tokens_per_rank", 1, MAX_TOKENS)
         self.resolved_activation, self.resolved_dtype, self.resolved_fp32_math
         self.resolved_weight_layout
+        if self.resolved_gate_math == GateMath.FAST and \
+                self.resolved_dtype not in (DType.BF16, DType.FP16):
+            raise LoomArgumentError("MoeConfig.gate_math 'fast' needs dtype bf16 or fp16 (dtype is "
+                                    f"{self.resolved_dtype.name.lower()}): fp32 layers have only "
+                                    "the exact gate")
         n = self._normalize_top_k()
         if n is not None and not (isinstance(n, bool) or (isinstance(n, int) and n in (0, 1))):
             raise LoomArgumentError(f"MoeConfig.normalize_top_k ({n!r}) must be a bool, None or "
@@ -270,7 +284,8 @@ class MoeConfig:
     def to_c(self, version: int = _lib.API_VERSION) -> _lib.MoeConfigC:
         """The C struct as LOOM_MOE_CONFIG_INIT then these fields. version=1
         builds the version-1 struct (struct_size without weight_layout), as a
-        caller compiled against that header would."""
+        caller compiled against that header would; version=2 leaves
+        gate_math unset (the library does not read it below version 3)."""
         self.validate()
         c = _lib.moe_config_init()
         if version not in range(1, _lib.API_VERSION + 1):
@@ -293,6 +308,11 @@ class MoeConfig:
         if version >= 2:
             c.weight_layout = unset_or(_enum(self.weight_layout, WeightLayout, _LAYOUT_NAMES,
                                              "weight_layout"))
+        if version >= 3:
+            c.gate_math = unset_or(_enum(self.gate_math, GateMath, _GATE_NAMES, "gate_math"))
+        elif self.resolved_gate_math != GateMath.EXACT:
+            raise LoomArgumentError(f"gate_math {self.resolved_gate_math.name.lower()} needs a "
+                                    f"version >= 3 struct (version {version})")
         return c
 
     def workspace_bytes(self, nranks: int) -> Tuple[int, int]:

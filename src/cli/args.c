@@ -60,6 +60,7 @@ const char *cli_act_name(int act) {
   return act >= 0 && act < CLI_NUM_ACTS ? cli_act_names[act] : "none";
 }
 const char *const cli_weights_names[CLI_NUM_WEIGHT_LAYOUTS] = {"out-in", "in-out"};
+const char *const cli_gate_names[CLI_NUM_GATES] = {"exact", "fast"};
 
 int cli_parse_name(const char *s, const char *const *names, int n) {
   if (s == NULL) return -1;
@@ -118,6 +119,11 @@ static int parse_moe_option(const char *a, const char *v, cli_options *o) {
   if (strcmp(a, "--weights") == 0) {
     if ((i = cli_parse_name(v, cli_weights_names, CLI_NUM_WEIGHT_LAYOUTS)) < 0) return -1;
     o->weights = i;
+    return 0;
+  }
+  if (strcmp(a, "--gate") == 0) {
+    if ((i = cli_parse_name(v, cli_gate_names, CLI_NUM_GATES)) < 0) return -1;
+    o->gate = i;
     return 0;
   }
   if (strcmp(a, "--check-tokens") == 0) {
@@ -187,6 +193,7 @@ int cli_parse(int argc, char **argv, cli_options *o, char *err, size_t errlen) {
   o->dtype = 1; /* bf16 */
   o->act = 2;   /* silu */
   o->weights = 0; /* out-in (PyTorch's layout) */
+  o->gate = 0;    /* exact */
   o->check_tokens = 64;
   o->impl = CLI_IMPL_FUSED | CLI_IMPL_BASELINE;
   o->launch = CLI_LAUNCH_THREADS; /* as the baseline; docs/benchmark.md */
@@ -239,6 +246,8 @@ int cli_parse(int argc, char **argv, cli_options *o, char *err, size_t errlen) {
       snprintf(err, errlen, "bad value '%s' for %s (none, relu, gelu, silu or swiglu)", v, a);
     else if (strcmp(a, "--weights") == 0)
       snprintf(err, errlen, "bad value '%s' for %s (out-in or in-out)", v, a);
+    else if (strcmp(a, "--gate") == 0)
+      snprintf(err, errlen, "bad value '%s' for %s (exact or fast)", v, a);
     else
       snprintf(err, errlen, "bad value '%s' for %s", v, a);
     return -1;

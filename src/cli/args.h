@@ -30,12 +30,14 @@ int cli_parse_name(const char *s, const char *const *names, int n);
 #define CLI_NUM_DTYPES 3
 #define CLI_NUM_ACTS 4
 #define CLI_NUM_WEIGHT_LAYOUTS 2
+#define CLI_NUM_GATES 2
 extern const char *const cli_dtype_names[CLI_NUM_DTYPES]; /* fp32 bf16 fp16 */
 extern const char *const cli_act_names[CLI_NUM_ACTS];     /* relu gelu silu swiglu */
 #define CLI_ACT_NONE (-1) /* --act none: the collective GEMMs' plain epilogue (= LOOM_UNSET) */
 /* The --act name of a value: cli_act_names[act], or "none". */
 const char *cli_act_name(int act);
 extern const char *const cli_weights_names[CLI_NUM_WEIGHT_LAYOUTS]; /* out-in in-out */
+extern const char *const cli_gate_names[CLI_NUM_GATES];             /* exact fast (loom_gate_math_t) */
 
 /* Bounds of the `moe` options (the library checks the finer rules, e.g.
  * hidden % 64 == 0, top_k <= 16, experts divisible by the GPU count). */
@@ -61,6 +63,7 @@ typedef struct {
   int act;             /* --act: index into cli_act_names, or CLI_ACT_NONE ("none") */
   int act_given;       /* --act was on the command line (ag-gemm's default is none) */
   int weights;         /* --weights: index into cli_weights_names */
+  int gate;            /* --gate: index into cli_gate_names (= loom_gate_math_t) */
   int bias;            /* --bias 0|1: ag-gemm, gemm-rs, gemm-ar add a bias */
   int check_tokens;    /* --check-tokens N: tokens per GPU verified */
   const char *json;    /* --json FILE: also write the results there, or NULL */

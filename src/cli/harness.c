@@ -412,7 +412,7 @@ static int verify(cli_bench *b) {
   }
   printf("  %-8s verify: ok (%d sampled tokens x %d GPUs, %smax rel err %.2e <= %.0e, y fully "
          "written%s)\n",
-         cli_impl_names[b->impl], b->nsample, b->ngpu, b->op->verify_before, worst, tol,
+         cli_impl_names[b->impl], b->nsample, b->ngpu, b->op->verify_before[b->impl], worst, tol,
          b->op->verify_after[b->impl]);
   fflush(stdout);
   return 0;

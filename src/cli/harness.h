@@ -123,7 +123,7 @@ struct cli_op {
   double tol[CLI_NUM_DTYPES]; /* rel error of the sampled y rows, per --dtype */
   /* Words of the verify line for op->check: before the y error
    * ("routing exact, ") and after it, per implementation. */
-  const char *verify_before;
+  const char *verify_before[2];
   const char *verify_after[2];
   /* Once, before any GPU memory: read b->o, set in_cols and out_cols, fill
    * the communicators' config. */

@@ -65,6 +65,8 @@ _Static_assert(LOOM_ACT_RELU == 0 && LOOM_ACT_GELU == 1 && LOOM_ACT_SILU == 2 &&
                "cli_act_names follow loom_activation_t");
 _Static_assert(LOOM_WEIGHTS_OUT_IN == 0 && LOOM_WEIGHTS_IN_OUT == 1 && CLI_NUM_WEIGHT_LAYOUTS == 2,
                "cli_weights_names follow loom_weight_layout_t");
+_Static_assert(LOOM_GATE_EXACT == 0 && LOOM_GATE_FAST == 1 && CLI_NUM_GATES == 2,
+               "cli_gate_names follow loom_gate_math_t");
 _Static_assert(REF_ACT_RELU == 0 && REF_ACT_GELU == 1 && REF_ACT_SILU == 2 && REF_ACT_SWIGLU == 3,
                "ref_activation follows loom_activation_t");
 _Static_assert(NUM_PHASES <= CLI_MAX_PHASES, "a row holds the MoE phases");
@@ -93,12 +95,14 @@ typedef struct {
   /* host, per token count: the routing of the sampled rows */
   float *ws, *wref;
   int32_t *is, *iref;
+  ref_fast_gate *fast; /* --gate fast, fused: each sampled row's check */
   loom_moe_stats_t st;
 } moe_gpu;
 
 typedef struct {
   loom_activation_t act;
   loom_weight_layout_t layout; /* of the uploaded weights (--weights) */
+  loom_gate_math_t gate;       /* --gate */
   int64_t H, F, F1, E, El, k;
   loom_moe_config_t cfg;
   float *gate_w, *w1, *w2; /* host, all experts, rounded to dtype, [in x out]
@@ -126,6 +130,7 @@ static int moe_plan(cli_bench *b, loom_comm_config_t *cc) {
   }
   m->act = (loom_activation_t)o->act;
   m->layout = (loom_weight_layout_t)o->weights;
+  m->gate = (loom_gate_math_t)o->gate;
   m->H = o->hidden;
   m->F = o->ffn;
   m->F1 = m->act == LOOM_ACT_SWIGLU ? 2 * o->ffn : o->ffn;
@@ -141,6 +146,7 @@ static int moe_plan(cli_bench *b, loom_comm_config_t *cc) {
   cfg.activation = (int)m->act;
   cfg.dtype = (int)b->dtype;
   cfg.weight_layout = (int)m->layout;
+  cfg.gate_math = (int)m->gate;
   m->cfg = cfg;
   size_t ws = 0;
   int slots = 0;
@@ -155,18 +161,19 @@ static int moe_plan(cli_bench *b, loom_comm_config_t *cc) {
   return 0;
 }
 
-/* The header line's shape: experts, top_k, sizes, dtype, activation, layout. */
+/* The header line's shape: experts, top_k, sizes, dtype, activation,
+ * layout, gate. */
 static void moe_describe(const cli_bench *b, char *out, size_t n) {
   const moe_state *m = state_of(b);
   snprintf(out, n, "experts %lld (%lld per GPU), top_k %lld, hidden %lld, ffn %lld, %s%s, %s, "
-           "weights %s",
+           "weights %s, gate %s",
            (long long)m->E, (long long)m->El, (long long)m->k, (long long)m->H, (long long)m->F,
            loom_dtype_string(b->dtype), b->dtype == LOOM_FP32 ? " (TF32)" : "",
-           cli_act_names[m->act], cli_weights_names[m->layout]);
+           cli_act_names[m->act], cli_weights_names[m->layout], cli_gate_names[m->gate]);
 }
 
 /* The same shape as JSON header fields, in the order `loom moe --json` has
- * always written them. */
+ * always written them ("gate" last, since it was added). */
 static int moe_fields(const cli_bench *b, cli_field *f, int max) {
   const moe_state *m = state_of(b);
   const cli_field all[] = {{"experts", NULL, (long long)m->E},
@@ -175,7 +182,8 @@ static int moe_fields(const cli_bench *b, cli_field *f, int max) {
                            {"ffn", NULL, (long long)m->F},
                            {"dtype", loom_dtype_string(b->dtype), 0},
                            {"act", cli_act_names[m->act], 0},
-                           {"weights", cli_weights_names[m->layout], 0}};
+                           {"weights", cli_weights_names[m->layout], 0},
+                           {"gate", cli_gate_names[m->gate], 0}};
   int n = 0;
   for (; n < max && n < (int)(sizeof all / sizeof all[0]); n++) f[n] = all[n];
   return n;
@@ -203,7 +211,8 @@ static int moe_alloc(cli_bench *b, int d) {
   g->wref = malloc(n * k * sizeof(float));
   g->is = malloc(n * k * sizeof(int32_t));
   g->iref = malloc(n * k * sizeof(int32_t));
-  if (!g->ws || !g->wref || !g->is || !g->iref) {
+  g->fast = malloc(n * sizeof *g->fast);
+  if (!g->ws || !g->wref || !g->is || !g->iref || !g->fast) {
     fprintf(stderr, "%s: out of host memory\n", b->who);
     return -1;
   }
@@ -388,7 +397,12 @@ out:
   return rc;
 }
 
-/* Reference of sampled tokens s0 .. s0+n of GPU d. */
+/* Reference of sampled tokens s0 .. s0+n of GPU d. The fused layer with
+ * the fast gate may rank a near tie otherwise than the exact gate: its
+ * routing is checked against the fast gate's contract here
+ * (ref_moe_gate_fast_check, per row into g->fast), and y's reference uses
+ * the routing it chose once every row passes (moe_check reports which
+ * did not); iref / wref stay the exact gate's. */
 static int moe_reference(cli_bench *b, int d, int s0, int n) {
   moe_state *m = state_of(b);
   moe_gpu *g = &m->g[d];
@@ -405,8 +419,64 @@ static int moe_reference(cli_bench *b, int d, int s0, int n) {
                             .capacity = 0,    /* dropless */
                             .h_round = round,
                             .out_round = round};
-  return ref_moe_forward(&sh, h->xs + s0 * H, m->gate_w, m->w1, m->w2, NULL, NULL,
-                         g->iref + s0 * k, g->wref + s0 * k, h->yref + s0 * H);
+  const float *x = h->xs + s0 * H;
+  if (b->impl != CLI_FUSED || m->gate != LOOM_GATE_FAST)
+    return ref_moe_forward(&sh, x, m->gate_w, m->w1, m->w2, NULL, NULL, g->iref + s0 * k,
+                           g->wref + s0 * k, h->yref + s0 * H);
+  if (ref_moe_gate(n, (int)m->H, (int)m->E, (int)m->k, sh.renormalize, x, m->gate_w,
+                   g->iref + s0 * k, g->wref + s0 * k, NULL) != 0)
+    return -1;
+  int all_ok = 1;
+  for (int s = 0; s < n; s++) {
+    const size_t r = (size_t)(s0 + s);
+    if (ref_moe_gate_fast_check((int)m->H, (int)m->E, (int)m->k, sh.renormalize, x + s * H,
+                                m->gate_w, g->is + r * k, g->ws + r * k, &g->fast[r]) != 0)
+      return -1;
+    all_ok &= g->fast[r].ok;
+  }
+  return ref_moe_forward(&sh, x, m->gate_w, m->w1, m->w2, all_ok ? g->is + s0 * k : NULL,
+                         all_ok ? g->ws + s0 * k : NULL, NULL, NULL, h->yref + s0 * H);
+}
+
+/* --gate fast, fused: GPU d's sampled routing against the fast gate's
+ * contract (moe_reference ran the checks); after the last GPU, one line
+ * of what the fast gate did over all of them. 0 when every row passes. */
+static int check_fast_gate(cli_bench *b, int d) {
+  moe_state *m = state_of(b);
+  const moe_gpu *g = &m->g[d];
+  const size_t k = (size_t)m->k;
+  for (int s = 0; s < b->nsample; s++) {
+    const ref_fast_gate *f = &g->fast[s];
+    if (f->ok) continue;
+    const size_t a = (size_t)s * k;
+    fprintf(stderr,
+            "%s: fused: GPU %d: token %d: the fast gate's routing is outside its bound (%s; "
+            "weight error %.3g, tolerance %.3g); first choice expert %d weight %.9g, exact gate "
+            "expert %d weight %.9g\n",
+            b->who, d, b->sample[s],
+            f->consistent ? "weights" : "ids not a ranking of logits within the error bound",
+            f->w_err, f->w_tol, g->is[a], g->ws[a], g->iref[a], g->wref[a]);
+    return -1;
+  }
+  if (d == b->ngpu - 1) {
+    int moved = 0, near = 0;
+    double w_err = 0, w_tol = 0;
+    for (int p = 0; p < b->ngpu; p++)
+      for (int s = 0; s < b->nsample; s++) {
+        const ref_fast_gate *f = &m->g[p].fast[s];
+        moved += !f->same;
+        near += f->near;
+        if (f->w_err > w_err) w_err = f->w_err;
+        if (f->w_tol > w_tol) w_tol = f->w_tol;
+      }
+    printf("  fused    gate fast: %d sampled tokens x %d GPUs within its bound; %d routed "
+           "otherwise than the exact gate, %d within their band of a tie; weights max rel err "
+           "%.2e (tolerance up to %.2e)\n",
+           b->nsample, b->ngpu, moved, near, w_err, w_tol);
+    fflush(stdout);
+    b->ref_done = 0; /* y's reference used the fused routing: the baseline gets the exact one */
+  }
+  return 0;
 }
 
 /* GPU d's routing against the reference, and (fused) its stats; 0 when
@@ -417,8 +487,9 @@ static int moe_check(cli_bench *b, int d) {
   const size_t k = (size_t)m->k, nk = (size_t)b->nsample * k;
   const double tol_w = b->impl == CLI_FUSED ? TOL_WEIGHTS : TOL_WEIGHTS_BASELINE(m->H);
   const char *who = cli_impl_names[b->impl];
-  int rc = 0;
-  for (size_t a = 0; a < nk; a++) {
+  const int fast = b->impl == CLI_FUSED && m->gate == LOOM_GATE_FAST;
+  int rc = fast ? check_fast_gate(b, d) : 0;
+  for (size_t a = 0; a < nk && !fast; a++) {
     const double want = g->wref[a], got = g->ws[a];
     if (g->is[a] != g->iref[a] || !(fabs(got - want) <= tol_w * fabs(want))) {
       fprintf(stderr,
@@ -602,6 +673,7 @@ static int moe_destroy(cli_bench *b) {
     free(g->wref);
     free(g->is);
     free(g->iref);
+    free(g->fast);
   }
   free(m->gate_w);
   free(m->w1);
@@ -613,7 +685,7 @@ static const cli_op moe_op = {
     .name = "moe",
     .state_bytes = sizeof(moe_state),
     .tol = {TOL_TF32, TOL_16BIT, TOL_16BIT}, /* fp32 (on TF32), bf16, fp16 */
-    .verify_before = "routing exact, ",
+    .verify_before = {"routing exact, ", "routing exact, "},
     .verify_after = {", stats consistent", ""},
     .plan = moe_plan,
     .describe = moe_describe,
@@ -633,4 +705,8 @@ static const cli_op moe_op = {
     .destroy = moe_destroy,
 };
 
-int cli_moe(const cli_options *o) { return cli_bench_main(o, &moe_op); }
+int cli_moe(const cli_options *o) {
+  cli_op op = moe_op;
+  if (o->gate == LOOM_GATE_FAST) op.verify_before[CLI_FUSED] = "routing within the fast gate's bound, ";
+  return cli_bench_main(o, &op);
+}

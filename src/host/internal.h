@@ -98,6 +98,10 @@ loom_result_t loom_moe_layout(const char *fn, const loom_moe_config_t *config, i
  * functions above do that). */
 int loom_moe_weight_layout(const loom_moe_config_t *config);
 
+/* config->gate_math resolved likewise (LOOM_UNSET, or a struct older than
+ * version 3: LOOM_GATE_EXACT). Not validated. */
+int loom_moe_gate_math(const loom_moe_config_t *config);
+
 struct loom_moe {
   uint32_t magic;    /* LOOM_MOE_MAGIC while alive */
   loom_comm_t comm;

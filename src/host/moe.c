@@ -11,7 +11,7 @@
 /* ---- config ---------------------------------------------------------------------- */
 
 typedef struct {
-  int H, F, E, K, Tmax, act, dtype, math, normalize, wlayout;
+  int H, F, E, K, Tmax, act, dtype, math, normalize, wlayout, gate_math;
   double cf;
 } moe_shape;
 
@@ -27,6 +27,15 @@ typedef struct {
 } moe_config_v1;
 _Static_assert(sizeof(moe_config_v1) == offsetof(loom_moe_config_t, weight_layout),
                "version 2 appends weight_layout to the version 1 struct");
+/* ... and as version 2 did: version 1's and weight_layout. */
+typedef struct {
+  moe_config_v1 v1;
+  int weight_layout;
+} moe_config_v2;
+_Static_assert(offsetof(moe_config_v2, weight_layout) == offsetof(loom_moe_config_t, weight_layout) &&
+                   offsetof(loom_moe_config_t, gate_math) == offsetof(loom_moe_config_t, weight_layout) +
+                                                                sizeof(int),
+               "version 3 appends gate_math to the version 2 struct");
 
 /* The trace records' layouts are part of the API (loom.h). */
 _Static_assert(sizeof(loom_moe_trace_event_t) == 32 && offsetof(loom_moe_trace_event_t, a) == 20,
@@ -35,7 +44,7 @@ _Static_assert(sizeof(loom_moe_trace_info_t) == 40, "loom_moe_trace_info_t is 40
 
 /* sizeof(loom_moe_config_t) at each version (index version - 1); a version
  * that adds fields to another struct only repeats the previous size. */
-static const size_t moe_config_size[LOOM_API_VERSION] = {sizeof(moe_config_v1),
+static const size_t moe_config_size[LOOM_API_VERSION] = {sizeof(moe_config_v1), sizeof(moe_config_v2),
                                                          sizeof(loom_moe_config_t)};
 
 /* Does the caller's struct (struct_size bytes) include `field`? */
@@ -45,6 +54,13 @@ static const size_t moe_config_size[LOOM_API_VERSION] = {sizeof(moe_config_v1),
 int loom_moe_weight_layout(const loom_moe_config_t *c) {
   const int v = HAS_FIELD(c, weight_layout) ? c->weight_layout : LOOM_UNSET;
   return v == LOOM_UNSET ? LOOM_WEIGHTS_OUT_IN : v;
+}
+
+int loom_moe_gate_math(const loom_moe_config_t *c) {
+  /* version 2's struct has the same size (gate_math fills what was its
+   * tail padding), so the version decides */
+  const int v = c->version >= 3 && HAS_FIELD(c, gate_math) ? c->gate_math : LOOM_UNSET;
+  return v == LOOM_UNSET ? LOOM_GATE_EXACT : v;
 }
 
 static loom_result_t resolve_config(const char *fn, const loom_moe_config_t *c, moe_shape *s) {
@@ -94,6 +110,15 @@ static loom_result_t resolve_config(const char *fn, const loom_moe_config_t *c, 
            "config->weight_layout (%d) is not a loom_weight_layout_t (LOOM_WEIGHTS_OUT_IN = 0, "
            "LOOM_WEIGHTS_IN_OUT = 1) or LOOM_UNSET",
            c->weight_layout);
+  const int gm = loom_moe_gate_math(c);
+  LOOM_ARG(gm >= 0 && gm < LOOM_NUM_GATE_MATHS, fn,
+           "config->gate_math (%d) is not a loom_gate_math_t (LOOM_GATE_EXACT = 0, LOOM_GATE_FAST = 1) "
+           "or LOOM_UNSET",
+           c->gate_math);
+  LOOM_ARG(gm != LOOM_GATE_FAST || dtype == LOOM_BF16 || dtype == LOOM_FP16, fn,
+           "config->gate_math LOOM_GATE_FAST needs dtype bf16 or fp16 (dtype is %s): fp32 layers "
+           "have only the exact gate",
+           loom_dtype_string((loom_dtype_t)dtype));
   s->H = (int)c->hidden;
   s->F = (int)c->ffn;
   s->E = (int)c->num_experts;
@@ -105,6 +130,7 @@ static loom_result_t resolve_config(const char *fn, const loom_moe_config_t *c, 
   s->normalize = norm;
   s->cf = cf;
   s->wlayout = wl;
+  s->gate_math = gm;
   return LOOM_SUCCESS;
 }
 
@@ -116,8 +142,8 @@ static uint32_t shape_hash(const moe_shape *s) {
   const double cf = s->cf == 0.0 ? 0.0 : s->cf;
   int64_t cf_bits;
   memcpy(&cf_bits, &cf, sizeof cf_bits);
-  const int64_t v[11] = {s->H, s->F, s->E, s->K, s->Tmax, s->act, s->dtype, s->math,
-                         cf_bits, s->normalize, s->wlayout};
+  const int64_t v[12] = {s->H, s->F, s->E, s->K, s->Tmax, s->act, s->dtype, s->math,
+                         cf_bits, s->normalize, s->wlayout, s->gate_math};
   uint32_t h = 2166136261u;
   const unsigned char *b = (const unsigned char *)v;
   for (size_t i = 0; i < sizeof v; i++) h = (h ^ b[i]) * 16777619u;
@@ -148,6 +174,7 @@ static void layout(const moe_shape *s, int R, loom_moe_params *p, size_t *window
   p->normalize = s->normalize;
   p->gated = s->act == LOOM_ACT_SWIGLU;
   p->wlayout = s->wlayout;
+  p->gate_math = s->gate_math;
   p->cfg_hash = shape_hash(s);
   p->capacity_factor = s->cf;
   p->es = (int)es;

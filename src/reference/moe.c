@@ -168,6 +168,113 @@ exit:
   return rc;
 }
 
+int ref_moe_gate_fast_check(int H, int E, int k, int renormalize, const float *x,
+                            const float *wg, const int32_t *ids,
+                            const float *weights, ref_fast_gate *out) {
+  if (H < 1 || E < 1 || k < 1 || k > E || !x || !wg || !ids || !weights || !out)
+    return -1;
+  int rc = -1;
+  double *L = alloc_array((size_t)E, 1, sizeof *L);
+  double *b = alloc_array((size_t)E, 1, sizeof *b);
+  int32_t *want = alloc_array((size_t)k, 1, sizeof *want);
+  float *wwant = alloc_array((size_t)k, 1, sizeof *wwant);
+  char *chosen = alloc_array((size_t)E, 1, 1);
+  if (!L || !b || !want || !wwant || !chosen)
+    goto exit;
+  memset(out, 0, sizeof *out);
+  /* the exact gate's routing of this token */
+  if (ref_moe_gate(1, H, E, k, renormalize, x, wg, want, wwant, NULL) != 0)
+    goto exit;
+  out->same = 1;
+  for (int j = 0; j < k; j++)
+    out->same &= ids[j] == want[j];
+  const double chain = 2.0 * (double)((H + 255) / 256) + 1.0;
+  int finite = 1;
+  for (int e = 0; e < E; e++) {
+    double l = 0.0, pabs = 0.0;
+    for (size_t h = 0; h < (size_t)H; h++) {
+      const double t = (double)x[h] * (double)wg[h * (size_t)E + e];
+      l += t;
+      pabs += fabs(t);
+    }
+    L[e] = l;
+    b[e] = chain * ldexp(pabs, -18) + ldexp(fabs(l), -23);
+    finite &= isfinite(l) && isfinite(b[e]);
+    if (b[e] > out->eps_max)
+      out->eps_max = b[e];
+  }
+  if (!finite) { /* the exact gate's ids, NaN weights */
+    int nan_w = 1;
+    for (int j = 0; j < k; j++)
+      nan_w &= isnan(weights[j]);
+    out->consistent = out->same;
+    out->ok = out->same && nan_w;
+    out->w_err = nan_w ? 0.0 : INFINITY;
+    rc = 0;
+    goto exit;
+  }
+  if (k < E) {
+    const int a = want[k - 1];
+    double next = -INFINITY;
+    int u = -1;
+    memset(chosen, 0, (size_t)E);
+    for (int j = 0; j < k; j++)
+      chosen[want[j]] = 1;
+    for (int e = 0; e < E; e++)
+      if (!chosen[e] && (u < 0 || L[e] > next)) {
+        next = L[e];
+        u = e;
+      }
+    out->near = L[a] - L[u] <= b[a] + b[u];
+  }
+  /* consistency of the given ids */
+  int cons = 1;
+  memset(chosen, 0, (size_t)E);
+  for (int j = 0; j < k && cons; j++) {
+    cons = ids[j] >= 0 && ids[j] < E && !chosen[ids[j]];
+    if (cons)
+      chosen[ids[j]] = 1;
+  }
+  double lowest_hi = INFINITY;
+  for (int j = 0; j < k && cons; j++) {
+    const int s = ids[j];
+    if (L[s] + b[s] < lowest_hi)
+      lowest_hi = L[s] + b[s];
+    for (int i = 0; i < j && cons; i++)
+      cons = L[ids[i]] + b[ids[i]] >= L[s] - b[s];
+  }
+  for (int e = 0; e < E && cons; e++)
+    if (!chosen[e])
+      cons = L[e] - b[e] <= lowest_hi;
+  out->consistent = cons;
+  out->w_tol = expm1(2.0 * out->eps_max) + 1e-6;
+  if (cons) {
+    double m = -INFINITY, all = 0.0, sel = 0.0;
+    for (int e = 0; e < E; e++)
+      if (L[e] > m)
+        m = L[e];
+    for (int e = 0; e < E; e++)
+      all += exp(L[e] - m);
+    for (int j = 0; j < k; j++)
+      sel += exp(L[ids[j]] - m);
+    for (int j = 0; j < k; j++) {
+      const double w = exp(L[ids[j]] - m) / (renormalize ? sel : all);
+      const double err = fabs((double)weights[j] - w) / w;
+      if (!(err <= out->w_err))
+        out->w_err = isnan(err) ? INFINITY : err;
+    }
+  }
+  out->ok = cons && out->w_err <= out->w_tol;
+  rc = 0;
+exit:
+  free(L);
+  free(b);
+  free(want);
+  free(wwant);
+  free(chosen);
+  return rc;
+}
+
 /* ---- expert FFN ---------------------------------------------------------- */
 
 /* g[0, n) = x[0, H) * w[H x n], left in double so the activation sees the

@@ -101,6 +101,32 @@ int ref_moe_gate(int T, int H, int E, int k, int renormalize, const float *x,
                  const float *wg, int32_t *ids, float *weights,
                  float *logits_out);
 
+/* The fast gate's contract (loom.h "The fast gate") checked on one token:
+ * a routing (ids [k], weights [k]) produced from logits that may each be
+ * off the exact sum by eps_e = (2 ceil(H / 256) + 1) x 2^-18 x P_e, P_e =
+ * sum_h |x_h wg[h][e]| (wg [H x E], as ref_moe_gate). In double: the
+ * exact logits L_e, their band b_e = eps_e + 2^-23 |L_e| (the fp32
+ * rounding of either side); the ids are consistent when some logits l_e
+ * in [L_e - b_e, L_e + b_e] rank them first, in their order (every chosen
+ * id above every other, each chosen one above the next: pairwise interval
+ * tests, which suffice); the weights are within w_tol = exp(2 max_e b_e)
+ * - 1 + 1e-6 relative of the softmax of L at the ids (renormalised over
+ * them when renormalize). A token with a non-finite exact logit must have
+ * the exact gate's ids and NaN weights. */
+typedef struct {
+  int same;       /* ids equal to the exact gate's (ref_moe_gate), in order */
+  int near;       /* the exact k-th and (k+1)-th logits within their bands (k < E) */
+  int consistent; /* ids distinct, in [0, E), and consistent as above */
+  int ok;         /* consistent and every weight within w_tol */
+  double eps_max; /* max_e b_e */
+  double w_err;   /* max_j |weights_j - want_j| / |want_j| */
+  double w_tol;
+} ref_fast_gate;
+
+int ref_moe_gate_fast_check(int H, int E, int k, int renormalize, const float *x,
+                            const float *wg, const int32_t *ids,
+                            const float *weights, ref_fast_gate *out);
+
 /* Top-k over an explicit vector of E scores (same ordering and tie rule as
  * ref_moe_gate; a NaN score ranks below every number). Writes k indices.
  * 1 <= k <= E required. */

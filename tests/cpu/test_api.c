@@ -527,13 +527,16 @@ static const char *bad_moe(int i, loom_moe_config_t *c) {
   case 16: c->weight_layout = LOOM_NUM_WEIGHT_LAYOUTS; return "weight_layout";
   case 17: c->weight_layout = -2; return "weight_layout";
   case 18: c->version = 0; return "version";
-  case 19: c->version = 1; return "struct_size"; /* version 1 with the version 2 size */
+  case 19: c->version = 1; return "struct_size"; /* version 1 with the version 3 size */
   case 20: c->struct_size = offsetof(loom_moe_config_t, weight_layout); return "struct_size";
   /* the upper bounds loom.h states */
   case 21: c->hidden = 65536 + 64; return "hidden";
   case 22: c->ffn = 65536 + 64; return "ffn";
   case 23: c->max_tokens_per_rank = (1 << 24) + 1; return "max_tokens_per_rank";
   case 24: c->capacity_factor = 2e6; return "capacity_factor";
+  case 25: c->gate_math = LOOM_NUM_GATE_MATHS; return "gate_math";
+  case 26: c->gate_math = -2; return "gate_math";
+  case 27: c->gate_math = LOOM_GATE_FAST; c->dtype = LOOM_FP32; return "gate_math"; /* 16-bit only */
   }
   return NULL;
 }
@@ -669,6 +672,48 @@ static void test_moe_weight_layout(void) {
   CHECK(loom_moe_weight_layout(&v1.c) == LOOM_WEIGHTS_OUT_IN, "resolver on a version 1 struct");
 }
 
+/* The gate's sums: default exact (LOOM_UNSET, and a version-2 struct,
+ * which has the same size: gate_math lies in its tail padding, so it is
+ * read only from version 3 on), fast for bf16 and fp16, and the config
+ * hash that ranks compare. */
+static void test_moe_gate_math(void) {
+  loom_moe_params p;
+  size_t bytes = 0;
+  int slots = 0;
+  loom_moe_config_t c = good_moe();
+  CHECK(c.gate_math == LOOM_UNSET && sizeof(loom_moe_config_t) == 88,
+        "LOOM_MOE_CONFIG_INIT leaves gate_math unset (struct %zu bytes)", sizeof(loom_moe_config_t));
+  CHECK(loom_moe_layout("f", &c, 4, &p, &bytes, &slots) == LOOM_SUCCESS &&
+            p.gate_math == LOOM_GATE_EXACT,
+        "default gate is exact: %d (%s)", p.gate_math, loom_last_error());
+  const uint32_t h_default = p.cfg_hash;
+  c.gate_math = LOOM_GATE_EXACT;
+  CHECK(loom_moe_layout("f", &c, 4, &p, &bytes, &slots) == LOOM_SUCCESS && p.cfg_hash == h_default,
+        "explicit exact is the default, same hash");
+  const loom_dtype_t dt[2] = {LOOM_BF16, LOOM_FP16};
+  for (int i = 0; i < 2; i++) {
+    c = good_moe();
+    c.dtype = dt[i];
+    c.gate_math = LOOM_GATE_FAST;
+    CHECK(loom_moe_layout("f", &c, 4, &p, &bytes, &slots) == LOOM_SUCCESS &&
+              p.gate_math == LOOM_GATE_FAST,
+          "fast gate accepted for %s: %s", loom_dtype_string(dt[i]), loom_last_error());
+    CHECK(p.cfg_hash != h_default || dt[i] != LOOM_BF16, "the config hash covers the gate");
+  }
+  c = good_moe();
+  c.dtype = LOOM_FP32;
+  c.gate_math = LOOM_GATE_FAST;
+  EXPECT_BAD(loom_moe_layout("f", &c, 4, &p, &bytes, &slots), "fp32 layers have only the exact gate");
+  /* a version-2 caller: whatever lies where gate_math now is is not read */
+  c = good_moe();
+  c.version = 2;
+  c.gate_math = 0x5a5a5a5a;
+  CHECK(loom_moe_layout("f", &c, 4, &p, &bytes, &slots) == LOOM_SUCCESS &&
+            p.gate_math == LOOM_GATE_EXACT && p.cfg_hash == h_default,
+        "version 2 config: exact gate, default hash (%s)", loom_last_error());
+  CHECK(loom_moe_gate_math(&c) == LOOM_GATE_EXACT, "resolver on a version 2 struct");
+}
+
 /* The config hash of a layer like good_moe() with capacity factor cf. */
 static uint32_t capacity_hash(double cf) {
   loom_moe_params p;
@@ -796,6 +841,7 @@ int main(void) {
   test_gemm_ar_args();
   test_moe_config();
   test_moe_weight_layout();
+  test_moe_gate_math();
   test_moe_capacity_hash();
   test_moe_row_limits();
   test_moe_set_trace();

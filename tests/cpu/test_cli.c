@@ -26,8 +26,8 @@ static void test_moe_options(void) {
             o.topk == 2 && strcmp(cli_dtype_names[o.dtype], "bf16") == 0 &&
             strcmp(cli_act_names[o.act], "silu") == 0 && o.check_tokens == 64 && o.iters == 20 &&
             o.warmup == 3 && o.gpus == 0 && strcmp(cli_weights_names[o.weights], "out-in") == 0 &&
-            o.weights == LOOM_WEIGHTS_OUT_IN,
-        "moe defaults (weights out-in, PyTorch's layout)");
+            o.weights == LOOM_WEIGHTS_OUT_IN && o.gate == LOOM_GATE_EXACT,
+        "moe defaults (weights out-in, PyTorch's layout; gate exact)");
   const char *a[] = {"loom",     "moe",  "--gpus",   "4",    "--tokens",       "128,4K,8192",
                      "--hidden", "1024", "--ffn",    "4096", "--experts",      "64",
                      "--topk",   "8",    "--dtype",  "fp16", "--act",          "swiglu",
@@ -41,6 +41,11 @@ static void test_moe_options(void) {
         "every moe option: %s", err);
   const char *w[] = {"loom", "moe", "--weights", "out-in"};
   CHECK(parse(&o, err, 4, w) == 0 && o.weights == LOOM_WEIGHTS_OUT_IN, "--weights out-in");
+  const char *gf[] = {"loom", "moe", "--gate", "fast"}, *ge[] = {"loom", "moe", "--gate", "exact"};
+  CHECK(parse(&o, err, 4, gf) == 0 && o.gate == LOOM_GATE_FAST &&
+            strcmp(cli_gate_names[o.gate], "fast") == 0,
+        "--gate fast: %s", err);
+  CHECK(parse(&o, err, 4, ge) == 0 && o.gate == LOOM_GATE_EXACT, "--gate exact: %s", err);
   const char *names[][2] = {{"fp32", "relu"}, {"bf16", "gelu"}, {"fp16", "silu"}};
   for (int i = 0; i < 3; i++) {
     const char *n[] = {"loom", "moe", "--dtype", names[i][0], "--act", names[i][1]};
@@ -77,6 +82,8 @@ static void test_moe_options(void) {
       {"--act", "SiLU", "--act"},
       {"--weights", "pytorch", "out-in or in-out"},
       {"--weights", "OUT-IN", "--weights"},
+      {"--gate", "fp16", "exact or fast"},
+      {"--gate", "FAST", "--gate"},
       {"--tokens", "1,,2", "--tokens"},
       {"--tokens", "1,2,", "--tokens"},
       {"--tokens", ",1", "--tokens"},
@@ -99,7 +106,8 @@ static void test_moe_options(void) {
           "%s '%s' is refused naming \"%s\": %s", bad[i].opt, bad[i].val, bad[i].needle, err);
   }
   const char *missing[] = {"--tokens", "--hidden", "--ffn", "--experts",
-                           "--topk",   "--dtype",  "--act", "--check-tokens", "--weights"};
+                           "--topk",   "--dtype",  "--act", "--check-tokens", "--weights",
+                           "--gate"};
   for (size_t i = 0; i < sizeof missing / sizeof missing[0]; i++) {
     const char *v[] = {"loom", "moe", "--topk", "4", missing[i]};
     err[0] = '\0';

@@ -649,6 +649,65 @@ static void test_gate_random(rng_t *r) {
 
 /* ---- expert FFN ---------------------------------------------------------- */
 
+/* ref_moe_gate_fast_check: the exact gate's own routing passes; a swap
+ * outside the band, a repeated id, a weight off by more than the band
+ * allows and a NaN weight fail; a swap of two logits that lie within
+ * their bands of each other passes (and is `near`). */
+static void test_gate_fast_check(rng_t *r) {
+  const int H = 512, E = 8, k = 2;
+  float *x = rand_floats(r, (size_t)H, 1.0f);
+  float *wg = rand_floats(r, (size_t)H * E, 1.0f);
+  int32_t ids[2], alt[2];
+  float w[2], wa[2];
+  ref_fast_gate f;
+  CHECK(ref_moe_gate(1, H, E, k, 1, x, wg, ids, w, NULL) == 0, "gate rc");
+  CHECK(ref_moe_gate_fast_check(H, E, k, 1, x, wg, ids, w, &f) == 0 && f.same && f.consistent &&
+            f.ok && f.eps_max > 0 && f.w_tol > 1e-6,
+        "fast check: the exact routing passes (eps %g, tol %g)", f.eps_max, f.w_tol);
+  /* the chosen two swapped: consistent only if their logits are within
+   * their bands (random: far apart) */
+  alt[0] = ids[1];
+  alt[1] = ids[0];
+  wa[0] = w[1];
+  wa[1] = w[0];
+  CHECK(ref_moe_gate_fast_check(H, E, k, 1, x, wg, alt, wa, &f) == 0 && !f.same && !f.ok,
+        "fast check: a swap far outside the band fails");
+  alt[0] = ids[0];
+  alt[1] = ids[0];
+  CHECK(ref_moe_gate_fast_check(H, E, k, 1, x, wg, alt, w, &f) == 0 && !f.consistent && !f.ok,
+        "fast check: a repeated id fails");
+  wa[0] = w[0] * 1.01f;
+  wa[1] = w[1];
+  CHECK(ref_moe_gate_fast_check(H, E, k, 1, x, wg, ids, wa, &f) == 0 && f.consistent && !f.ok,
+        "fast check: a weight 1%% off fails (tol %g)", f.w_tol);
+  wa[0] = NAN;
+  CHECK(ref_moe_gate_fast_check(H, E, k, 1, x, wg, ids, wa, &f) == 0 && !f.ok,
+        "fast check: a NaN weight of a finite token fails");
+  /* a near tie: expert 1's weights = expert 0's plus one 2^-30 step in
+   * row 0, so their logits differ by far less than the band; ranking them
+   * either way is consistent */
+  for (int h = 0; h < H; h++)
+    for (int e = 0; e < E; e++)
+      wg[(size_t)h * E + e] = e < 2 ? wg[(size_t)h * E] : wg[(size_t)h * E + e] * 0.25f;
+  double dot = 0.0; /* experts 0 and 1 on top: x turned to make their logit positive */
+  for (int h = 0; h < H; h++)
+    dot += (double)x[h] * wg[(size_t)h * E];
+  for (int h = 0; h < H && dot < 0; h++)
+    x[h] = -x[h];
+  x[0] = 1.0f;
+  wg[1] = wg[0] + ldexpf(fabsf(wg[0]) > 0 ? fabsf(wg[0]) : 1.0f, -22);
+  CHECK(ref_moe_gate(1, H, E, k, 1, x, wg, ids, w, NULL) == 0, "gate rc");
+  alt[0] = ids[1];
+  alt[1] = ids[0];
+  wa[0] = w[1];
+  wa[1] = w[0];
+  CHECK(ref_moe_gate_fast_check(H, E, k, 1, x, wg, alt, wa, &f) == 0 && !f.same && f.consistent &&
+            f.ok,
+        "fast check: a near tie ranked the other way passes");
+  free(x);
+  free(wg);
+}
+
 static void test_ffn_hand(void) {
   float out[2];
   /* SwiGLU, H=2, F=1: gate column (1,0) gives g=1, up column (0,1) gives
@@ -1088,6 +1147,7 @@ int main(void) {
   test_gate_hand();
   test_gate_nonfinite();
   test_gate_random(&rng);
+  test_gate_fast_check(&rng);
   test_ffn_hand();
   test_ffn_rows_independent(&rng);
   test_moe_k1(&rng);

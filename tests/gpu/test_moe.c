@@ -114,6 +114,11 @@
  *     ~2^-24 x sqrt(K / 2) relative (K = 2880: ~2e-6; K = 7168: ~4e-6);
  *   - expert_ids_out exact and weights_out within 1e-6 relative against
  *     ref_moe_gate (fused gate) or the caller's routing (the routing used);
+ *     for the fast-gate cases (config.gate_math = LOOM_GATE_FAST) instead
+ *     every token's routing within the fast gate's contract
+ *     (ref_moe_gate_fast_check: ids a ranking that logits within their
+ *     error bound give, weights within its tolerance), y's reference then
+ *     computed with the routing the GPU chose (adopt_fast_routing);
  *   - stats (see expected_stats for the byte formula).
  * Once per world size: determinism (two forwards, bitwise equal y), a CUDA
  * graph (one forward_ex per rank, exactly one kernel node, 100 replays with
@@ -132,7 +137,12 @@
  * against the routing, the tiny one for its dropped count and for no
  * store past its capacity. Then the decode cases (make_decode_case): 1 to
  * 200 tokens a rank (the last rank none) at hidden 1024-2048, ffn
- * 1408-4096, OUT_IN, each run twice (bitwise equal y).
+ * 1408-4096, OUT_IN, each run twice (bitwise equal y). Then the 4
+ * fast-gate cases (make_fast_case: bf16 and fp16, both layouts, hidden
+ * 192-2048, 32-128 experts, the gate jobs of 3 tokens, gate-ties inputs
+ * on rank 0), each run twice; the run prints how many of their tokens the
+ * fast gate routed otherwise than the exact gate and how many were within
+ * their band of a tie.
  *
  * A watchdog (alarm) names the case in progress and ends the process when
  * one case, replay or setup step takes longer than CASE_DEADLINE_S.
@@ -204,6 +214,8 @@ _Static_assert(LOOM_FP32 == 0 && LOOM_BF16 == 1 && LOOM_FP16 == 2,
 #define ID_TRACE 5000
 #define ID_DECODE 6000 /* + v, v < NUM_DECODE_CASES */
 #define NUM_DECODE_CASES 6
+#define ID_FAST 7000 /* + v, v < NUM_FAST_CASES */
+#define NUM_FAST_CASES 4
 #define TRACE_CAPACITY (1 << 18) /* events: far more than the trace case records */
 #define TRACE_TINY 5             /* the small-capacity run's capacity */
 #define TRACE_GUARD 64           /* events past it that must stay poisoned */
@@ -295,6 +307,7 @@ typedef struct {
   double capacity; /* 0: dropless */
   int normalize;
   int layout; /* loom_weight_layout_t; LOOM_UNSET: left to the default (OUT_IN) */
+  int gate_math; /* loom_gate_math_t; 0 (exact) is left unset: the default */
   int tokens[MAX_RANKS];
   int route[MAX_RANKS];
   int api[MAX_RANKS];
@@ -512,6 +525,35 @@ static moe_case make_decode_case(int R, int v) {
 }
 static int is_decode(const moe_case *c) { return c->id >= ID_DECODE && c->id < ID_DECODE + NUM_DECODE_CASES; }
 
+/* Fast-gate case v (LOOM_GATE_FAST; verified by adopt_fast_routing): each
+ * 16-bit dtype, both weight layouts (so both engines' kernels), a model
+ * hidden (2048: the fp32 accumulators chained over many chunks), the
+ * gate jobs of a few tokens (v = 2), 128 experts (8 passes, v = 3), and
+ * gate-ties inputs, whose constructed near ties the fast gate may rank
+ * otherwise within its band. Every rank full API (the routing it used is
+ * what the check reads). */
+static moe_case make_fast_case(int R, int v) {
+  static const loom_dtype_t dt[NUM_FAST_CASES] = {LOOM_BF16, LOOM_FP16, LOOM_BF16, LOOM_FP16};
+  static const loom_activation_t act[NUM_FAST_CASES] = {LOOM_ACT_SWIGLU, LOOM_ACT_GELU, LOOM_ACT_SILU,
+                                                        LOOM_ACT_SWIGLU};
+  static const int H[NUM_FAST_CASES] = {2048, 192, 2048, 1024}, F[NUM_FAST_CASES] = {256, 320, 256, 128},
+                   k[NUM_FAST_CASES] = {2, 8, 8, 8}, E[NUM_FAST_CASES] = {32, 64, 64, 128},
+                   T[NUM_FAST_CASES] = {2000, 1000, 3, 600};
+  static const int layout[NUM_FAST_CASES] = {LOOM_WEIGHTS_OUT_IN, LOOM_WEIGHTS_IN_OUT, LOOM_WEIGHTS_OUT_IN,
+                                             LOOM_WEIGHTS_OUT_IN};
+  moe_case c = make_special_case(ID_FAST + v, R, dt[v], act[v], k[v], E[v]);
+  c.H = H[v];
+  c.F = F[v];
+  c.layout = layout[v];
+  c.gate_math = LOOM_GATE_FAST;
+  for (int j = 0; j < R; j++) {
+    c.tokens[j] = j == R - 1 && R > 1 ? T[v] / 3 : T[v];
+    c.route[j] = (v == 1 || v == 3) && j == 0 ? ROUTE_TIES : ROUTE_GATE;
+  }
+  return c;
+}
+static int is_fast(const moe_case *c) { return c->id >= ID_FAST && c->id < ID_FAST + NUM_FAST_CASES; }
+
 static int is_layouts(const moe_case *c) {
   return c->id >= ID_LAYOUTS && c->id < ID_LAYOUTS + NUM_LAYOUT_CASES;
 }
@@ -571,6 +613,7 @@ static loom_moe_config_t layer_config(const moe_case *c) {
   cfg.normalize_top_k = c->normalize;
   cfg.capacity_factor = c->capacity;
   cfg.weight_layout = c->layout; /* LOOM_UNSET stays unset: the default */
+  if (c->gate_math != LOOM_GATE_EXACT) cfg.gate_math = c->gate_math;
   return cfg;
 }
 
@@ -606,6 +649,7 @@ static void describe(const moe_case *c, char *buf, size_t n) {
           ACT_NAMES[c->act], c->k, c->E);
   if (c->capacity > 0) appendf(buf, n, &at, " capacity_factor=%g", c->capacity);
   if (!c->normalize) appendf(buf, n, &at, " normalize_top_k=0");
+  if (c->gate_math == LOOM_GATE_FAST) appendf(buf, n, &at, " gate=fast");
   if (is_layouts(c))
     appendf(buf, n, &at, " weights=in-out then out-in");
   else
@@ -625,7 +669,7 @@ static void describe(const moe_case *c, char *buf, size_t n) {
 enum { SEL_CONFIGS = 1, SEL_REAL = 2, SEL_SPECIAL = 4, SEL_ALL = 7 };
 static int g_select = SEL_ALL;
 
-#define MAX_PLAN (NUM_CONFIGS + NUM_REAL + 3 + NUM_LAYOUT_CASES + NUM_DECODE_CASES)
+#define MAX_PLAN (NUM_CONFIGS + NUM_REAL + 3 + NUM_LAYOUT_CASES + NUM_DECODE_CASES + NUM_FAST_CASES)
 
 typedef struct {
   moe_case c[MAX_PLAN];
@@ -653,6 +697,7 @@ static void make_plan(int R, int fault, int every, plan_t *pl) {
     for (int v = 0; v < NUM_LAYOUT_CASES; v++) pl->c[pl->n++] = make_layouts_case(R, v);
     pl->c[pl->n++] = make_trace_case(R);
     for (int v = 0; v < NUM_DECODE_CASES; v++) pl->c[pl->n++] = make_decode_case(R, v);
+    for (int v = 0; v < NUM_FAST_CASES; v++) pl->c[pl->n++] = make_fast_case(R, v);
   }
 }
 
@@ -1437,7 +1482,13 @@ static int verify_rank(const rank_ctx *rc, const moe_case *c, host_data *d, cons
   int rc_ = verify_y(rc, c, d, rc->y, "y", desc, worst);
   if (c->api[rc->rank] == API_FULL) {
     rc_ |= verify_routing(rc, c, d, desc);
-    rc_ |= verify_stats(rc, c, d, desc);
+    /* a fast-gate case's stats depend on every rank's routing, which is
+     * the GPUs' (adopt_fast_routing): known here only for local ranks */
+    if (c->gate_math == LOOM_GATE_FAST && g_mode == RANKS_MULTI)
+      CHECK_SKIP("stats of a fast-gate case in multi-process mode: other ranks' routing is not known here [%s]",
+                 desc);
+    else
+      rc_ |= verify_stats(rc, c, d, desc);
   }
   return rc_;
 }
@@ -1455,6 +1506,85 @@ static int verify_same(const rank_ctx *rc, const moe_case *c, host_data *d, cons
   CHECK(diff == 0, "rank %d: %s differ in %zu of %zu bytes of y [%s]", rc->rank, what, diff,
         bytes, desc);
   return diff == 0 ? 0 : -1;
+}
+
+/* ---- the fast gate --------------------------------------------------------------------------- */
+
+/* Tokens of the fast-gate cases so far: checked, routed otherwise than the
+ * exact gate, and within their band of a tie (ref_fast_gate.near). */
+static struct {
+  int tokens, moved, near;
+} g_fast;
+
+/* A fast-gate case (LOOM_GATE_FAST) on the local ranks, before the usual
+ * checks: every token's expert_ids_out / weights_out must satisfy the fast
+ * gate's contract (ref_moe_gate_fast_check: ids the exact gate's, or
+ * another ranking that logits within their error bounds give; weights
+ * within the bound's tolerance). Where it routed a token otherwise, the
+ * reference of that row is recomputed with the GPU's routing; the
+ * routing the host data holds becomes the GPU's (so verify_routing then
+ * checks the bytes out against it, and the stats are recounted). -1 when
+ * a token breaks the contract. */
+static int adopt_fast_routing(const rank_ctx *cs, int nlocal, const moe_case *c, host_data *d,
+                              const char *desc) {
+  const size_t H = (size_t)c->H, k = (size_t)c->k;
+  int bad = 0;
+  for (int i = 0; i < nlocal; i++) {
+    const int r = cs[i].rank;
+    const size_t T = (size_t)c->tokens[r];
+    if (T == 0 || !is_gate_route(c->route[r])) continue;
+    int32_t *ids = (int32_t *)malloc(T * k * sizeof *ids);
+    float *wts = (float *)malloc(T * k * sizeof *wts);
+    if (ids == NULL || wts == NULL) {
+      CHECK(0, "out of host memory [%s]", desc);
+      free(ids);
+      free(wts);
+      return -1;
+    }
+    CUDA_T(cudaSetDevice(cs[i].device));
+    CUDA_T(cudaMemcpy(ids, cs[i].ids_out, T * k * 4, cudaMemcpyDeviceToHost));
+    CUDA_T(cudaMemcpy(wts, cs[i].wts_out, T * k * 4, cudaMemcpyDeviceToHost));
+    for (size_t t = 0; t < T; t++) {
+      ref_fast_gate f;
+      const float *xt = d->x[r] + t * H;
+      if (ref_moe_gate_fast_check(c->H, c->E, c->k, c->normalize, xt, d->gate_w, ids + t * k, wts + t * k,
+                                  &f) != 0 ||
+          !f.ok) {
+        if (bad++ == 0)
+          CHECK(0,
+                "rank %d token %zu: the fast gate's routing breaks its contract: ids %d %d.. (exact %d %d..), "
+                "consistent %d, weight error %.3g > %.3g (eps %.3g) [%s]",
+                r, t, ids[t * k], k > 1 ? ids[t * k + 1] : -1, d->ids[r][t * k],
+                k > 1 ? d->ids[r][t * k + 1] : -1, f.consistent, f.w_err, f.w_tol, f.eps_max, desc);
+        continue;
+      }
+      g_fast.tokens++;
+      g_fast.near += f.near;
+      memcpy(d->wts[r] + t * k, wts + t * k, k * sizeof *wts);
+      if (f.same) continue;
+      g_fast.moved++;
+      memcpy(d->ids[r] + t * k, ids + t * k, k * sizeof *ids);
+      ref_moe_shape sh;
+      sh.T = 1;
+      sh.H = c->H;
+      sh.F = c->F;
+      sh.E = c->E;
+      sh.k = c->k;
+      sh.act = (ref_activation)c->act;
+      sh.renormalize = c->normalize;
+      sh.capacity = 0; /* the fast cases are dropless */
+      sh.h_round = round_mode(c->dtype);
+      sh.out_round = round_mode(c->dtype);
+      if (ref_moe_forward(&sh, xt, NULL, d->w1, d->w2, d->ids[r] + t * k, d->wts[r] + t * k, NULL, NULL,
+                          d->yref[r] + t * H) != 0 && bad++ == 0)
+        CHECK(0, "rank %d token %zu: reference with the GPU's routing failed [%s]", r, t, desc);
+    }
+    free(ids);
+    free(wts);
+  }
+  if (bad > 1) CHECK(0, "%d tokens break the fast gate's contract [%s]", bad, desc);
+  count_kept(c, d);
+  return bad ? -1 : 0;
 }
 
 /* ---- one case ------------------------------------------------------------------------------- */
@@ -1538,6 +1668,7 @@ static int run_case(rank_ctx *cs, int nlocal, const moe_case *c, host_data *d, i
   fatal |= sync_all(cs, nlocal) != 0;
   fatal |= check_async(cs, nlocal, desc) != 0;
   if (!fatal && ref_ok) {
+    if (c->gate_math == LOOM_GATE_FAST) adopt_fast_routing(cs, nlocal, c, d, desc);
     for (int i = 0; i < nlocal; i++) {
       verify_rank(&cs[i], c, d, desc, &worst);
       if (repeats == 2) verify_same(&cs[i], c, d, "two forwards on the same inputs", desc);
@@ -2103,6 +2234,12 @@ static int run_world(rank_ctx *cs, int nlocal, int R, int fault, const plan_t *p
       if (lead && c->id == ID_DECODE + NUM_DECODE_CASES - 1)
         printf("  n=%d: %d decode cases (1-200 tokens a rank at hidden 1024-2048, each run twice)\n", R,
                NUM_DECODE_CASES);
+    } else if (is_fast(c)) {
+      rc = run_case(cs, nlocal, c, d, 2, NULL);
+      if (lead && c->id == ID_FAST + NUM_FAST_CASES - 1)
+        printf("  n=%d: %d fast-gate cases: %d of %d tokens routed otherwise than the exact gate (each inside "
+               "its band), %d tokens within their band of a tie\n",
+               R, NUM_FAST_CASES, g_fast.moved, g_fast.tokens, g_fast.near);
     } else if (is_layouts(c)) {
       moe_case both = *c; /* run_layouts sets the layout of each pass */
       rc = run_layouts(cs, nlocal, &both, d);

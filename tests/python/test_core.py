@@ -284,7 +284,7 @@ class TestConfigs(unittest.TestCase):
         self.assertEqual((c.struct_size, c.version), (88, _lib.API_VERSION))
         self.assertEqual([c.hidden, c.ffn, c.num_experts, c.top_k, c.max_tokens_per_rank,
                           c.activation, c.dtype, c.fp32_math, c.normalize_top_k,
-                          c.weight_layout], [-1] * 10)
+                          c.weight_layout, c.gate_math], [-1] * 11)
         self.assertEqual(c.capacity_factor, 0.0)
         cc = _lib.comm_config_init()
         self.assertEqual((cc.struct_size, cc.version, cc.workspace_bytes, cc.signal_slots,
@@ -305,14 +305,42 @@ class TestConfigs(unittest.TestCase):
                                                            None), Result.SUCCESS)
         self.assertEqual(b1.value, b2.value)
         bad = cfg.to_c()
-        bad.struct_size = 80  # a version-2 struct must be the full size
+        bad.struct_size = 80  # a version-3 struct must be the full size
         self.assertEqual(_lib.lib.loom_moe_workspace_bytes(ctypes.byref(bad), 2, ctypes.byref(b1),
                                                            None), Result.INVALID_ARGUMENT)
-        self.assertIn("struct_size (80) is not the size of a version 2", loom.last_error())
+        self.assertIn("struct_size (80) is not the size of a version 3", loom.last_error())
         bad = cfg.to_c()
         bad.version = _lib.API_VERSION + 1
         self.assertFalse(_c_accepts(bad, 2))
-        self.assertIn("config->version (3)", loom.last_error())
+        self.assertIn(f"config->version ({_lib.API_VERSION + 1})", loom.last_error())
+
+    def test_gate_math(self):
+        # LOOM_GATE_FAST: bf16 / fp16 only, checked here and by the library;
+        # a version-2 struct (the same size: gate_math was its tail padding)
+        # is read without it, whatever lies there
+        fast = loom.MoeConfig(256, 512, 8, 2, 64, dtype="fp16", gate_math="fast")
+        self.assertEqual(fast.resolved_gate_math, loom.GateMath.FAST)
+        c = fast.to_c()
+        self.assertEqual((c.version, c.struct_size, c.gate_math), (3, 88, 1))
+        self.assertTrue(_c_accepts(c, 2), loom.last_error())
+        self.assertEqual(loom.MoeConfig(256, 512, 8, 2, 64).resolved_gate_math, loom.GateMath.EXACT)
+        with self.assertRaisesRegex(LoomArgumentError, "gate_math 'fast' needs dtype bf16 or fp16"):
+            loom.MoeConfig(256, 512, 8, 2, 64, dtype="fp32", gate_math="fast").validate()
+        with self.assertRaisesRegex(LoomArgumentError, "gate_math"):
+            loom.MoeConfig(256, 512, 8, 2, 64, gate_math="fp8").validate()
+        with self.assertRaisesRegex(LoomArgumentError, "version >= 3"):
+            fast.to_c(version=2)
+        c32 = loom.MoeConfig(256, 512, 8, 2, 64, dtype="fp32").to_c()
+        c32.gate_math = loom.GateMath.FAST
+        self.assertFalse(_c_accepts(c32, 2))
+        self.assertIn("gate_math LOOM_GATE_FAST needs dtype bf16 or fp16", loom.last_error())
+        c.gate_math = 7
+        self.assertFalse(_c_accepts(c, 2))
+        self.assertIn("config->gate_math (7)", loom.last_error())
+        v2 = loom.MoeConfig(256, 512, 8, 2, 64, dtype="fp32").to_c(version=2)
+        self.assertEqual((v2.version, v2.struct_size), (2, 88))
+        v2.gate_math = 0x5A5A5A5A
+        self.assertTrue(_c_accepts(v2, 2), loom.last_error())
 
     def test_workspace_formula(self):
         for R, E, k, T, H, dt, es in ((1, 8, 2, 100, 256, "bf16", 2),
@@ -414,8 +442,8 @@ class TestConfigs(unittest.TestCase):
         # optional field (LOOM_MOE_CONFIG_INIT); capacity_factor and
         # CommConfig took it, the enum fields and normalize_top_k refused it
         none = loom.MoeConfig(128, 128, 8, 2, 16)
-        for f in ("activation", "dtype", "fp32_math", "weight_layout", "normalize_top_k",
-                  "capacity_factor"):
+        for f in ("activation", "dtype", "fp32_math", "weight_layout", "gate_math",
+                  "normalize_top_k", "capacity_factor"):
             with self.subTest(field=f):
                 cfg = loom.MoeConfig(128, 128, 8, 2, 16, **{f: loom.UNSET})
                 cfg.validate(2)
@@ -425,10 +453,10 @@ class TestConfigs(unittest.TestCase):
                 self.assertEqual(cfg.workspace_bytes(2), none.workspace_bytes(2))
                 self.assertEqual((cfg.resolved_activation, cfg.resolved_dtype,
                                   cfg.resolved_fp32_math, cfg.resolved_normalize_top_k,
-                                  cfg.resolved_weight_layout),
+                                  cfg.resolved_weight_layout, cfg.resolved_gate_math),
                                  (none.resolved_activation, none.resolved_dtype,
                                   none.resolved_fp32_math, none.resolved_normalize_top_k,
-                                  none.resolved_weight_layout))
+                                  none.resolved_weight_layout, none.resolved_gate_math))
         self.assertEqual(loom.MoeConfig(128, 128, 8, 2, 16, activation=loom.UNSET,
                                         weight_layout=loom.UNSET).to_c(version=1).struct_size, 80)
         with self.assertRaises(LoomArgumentError):  # other negative values stay refused

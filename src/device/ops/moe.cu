@@ -580,7 +580,7 @@ static __device__ __forceinline__ void gate_stream_end(void) { cp_async_wait<0>(
  * (gate_stream_begin, then this loop issues D chunks ahead, into the next
  * units). The same function of (unit, vw) whichever warp of whichever
  * block runs it: so the logits do not depend on who computed the parts. */
-template <int DT>
+template <int DT, int GF>
 static __device__ __forceinline__ void gate_warp_part(const loom_moe_params &p, const void *x, int T,
                                                       const gate_seq &s, int q, int vw, int nc, char *ring,
                                                       double (&acc)[2][GATE_NB][4]) {
@@ -623,6 +623,18 @@ static __device__ __forceinline__ void gate_warp_part(const loom_moe_params &p, 
     for (int n = 0; n < GATE_NB; n++)
 #pragma unroll
       for (int v = 0; v < 4; v++) acc[mb][n][v] = 0.0;
+  /* LOOM_GATE_FAST (GF, 16-bit inputs only): fp32 accumulators on the
+   * 16-bit tensor cores, turned to fp64 after the loop */
+  static_assert(!GF || DT != LOOM_FP32, "the fast gate is for bf16 / fp16 inputs");
+  float accf[2][GATE_NB][4];
+  if constexpr (GF) {
+#pragma unroll
+    for (int mb = 0; mb < 2; mb++)
+#pragma unroll
+      for (int n = 0; n < GATE_NB; n++)
+#pragma unroll
+        for (int v = 0; v < 4; v++) accf[mb][n][v] = 0.f;
+  }
   /* chunk j = q nc + i is in slot j % D; the chunk issued after reading it,
    * j + D, goes to the same slot; u is that chunk's position */
   const int slot_bytes = gate_slot_bytes(es);
@@ -646,6 +658,27 @@ static __device__ __forceinline__ void gate_warp_part(const loom_moe_params &p, 
     } else {
       load_w_kn(vw * GATE_CHUNK + i * nw * GATE_CHUNK + 8 * tq, wb);
     }
+    if constexpr (GF) {
+      /* m16n8k16: the words as loaded are the fragments. A lane holds
+       * hidden 8t .. 8t + 7 of the chunk (t = lane % 4) of its rows of x
+       * and of its experts' weights; step st gives the MMA values 4st,
+       * 4st + 1 as its k = 2t, 2t + 1 and 4st + 2, 4st + 3 as k = 8 + 2t,
+       * 9 + 2t: one permutation of hidden for both operands, so each MMA
+       * sums 16 of the chunk's exact products (no conversions) */
+#pragma unroll
+      for (int st = 0; st < 2; st++)
+#pragma unroll
+        for (int mb = 0; mb < 2; mb++) {
+          if (mb >= mbs) break;
+          const uint32_t *r0 = (const uint32_t *)xa[2 * mb].v, *r1 = (const uint32_t *)xa[2 * mb + 1].v;
+          const uint32_t a[4] = {r0[2 * st], r1[2 * st], r0[2 * st + 1], r1[2 * st + 1]};
+#pragma unroll
+          for (int n = 0; n < GATE_NB; n++) {
+            const uint32_t *bw = (const uint32_t *)wb[n].v;
+            mma_16816<DT == LOOM_BF16 ? TILE_BF16 : TILE_FP16>(accf[mb][n], a, bw[2 * st], bw[2 * st + 1]);
+          }
+        }
+    } else
 #pragma unroll
     for (int st = 0; st < 2; st++) {
       double b[GATE_NB][4];
@@ -670,6 +703,13 @@ static __device__ __forceinline__ void gate_warp_part(const loom_moe_params &p, 
     sl += slot_bytes;
     if (sl == ring_end) sl = ring;
   }
+  if constexpr (GF)
+#pragma unroll
+    for (int mb = 0; mb < 2; mb++)
+#pragma unroll
+      for (int n = 0; n < GATE_NB; n++)
+#pragma unroll
+        for (int v = 0; v < 4; v++) acc[mb][n][v] = (double)accf[mb][n][v];
 }
 
 /* Chunks of hidden of warp vw's share of a unit (h0 = 32 vw + 32 nw i,
@@ -688,7 +728,7 @@ static __device__ __forceinline__ int gate_part_idx(int lane, int mb, int n, int
  * experts [e0, min(E, e0 + GATE_EP)), into lg[(t - t0) * E + e]: every warp
  * its part (gate_warp_part), then the parts summed in warp order. All
  * threads call it; red holds the warps' partials (gate_part_bytes). */
-template <int DT>
+template <int DT, int GF>
 static __device__ void gate_logits_unit(const loom_moe_params &p, const void *x, int T, const gate_seq &s,
                                         int q, int nc, char *ring, float *lg, double *red) {
   const int E = p.E;
@@ -697,7 +737,7 @@ static __device__ void gate_logits_unit(const loom_moe_params &p, const void *x,
   const int t0 = (s.tile0 + k * s.tstride) * LOOM_MOE_TT, t1 = min(T, t0 + LOOM_MOE_TT);
   const int e0 = (s.pass0 + q - k * s.np) * GATE_EP, e_hi = min(E, e0 + GATE_EP);
   double acc[2][GATE_NB][4];
-  gate_warp_part<DT>(p, x, T, s, q, warp, nc, ring, acc);
+  gate_warp_part<DT, GF>(p, x, T, s, q, warp, nc, ring, acc);
   /* this warp's partial (the previous unit's reads of red, and the tile's
    * picks, ended at their barriers) */
   double *mine = red + warp * 32 * GATE_EP;
@@ -819,7 +859,7 @@ static __device__ __forceinline__ int gate_fin_shares(const loom_moe_params &p, 
  * sixteen blocks ran the gate, its end 34.4 us into the kernel on an H200
  * (22.6 with the jobs). A failed wait raises the fault (barrier 1 then
  * fails). */
-template <int DT>
+template <int DT, int GF>
 static __device__ void gate_jobs(const loom_dev_comm &c, const loom_moe_params &p, const loom_moe_call &call,
                                 moe_shared &sh, uint64_t epoch, int npass, int ntiles, float *lg_all,
                                 int *pick, char *ring) {
@@ -840,7 +880,7 @@ static __device__ void gate_jobs(const loom_dev_comm &c, const loom_moe_params &
     const gate_seq one = {tile, 1, 1, pass, 1};
     gate_stream_begin<DT>(p, call.x, T, one, vw, nc, ring);
     double acc[2][GATE_NB][4];
-    gate_warp_part<DT>(p, call.x, T, one, 0, vw, nc, ring, acc);
+    gate_warp_part<DT, GF>(p, call.x, T, one, 0, vw, nc, ring, acc);
     gate_stream_end();
     if (pass == 0 && vw == 0) /* the tile's counts, which its finishers add to after the flags */
       for (int e = lane; e < E; e += 32) p.tile_counts[(size_t)tile * E + e] = 0;
@@ -924,7 +964,7 @@ static __device__ void gate_jobs(const loom_dev_comm &c, const loom_moe_params &
   }
 }
 
-template <int DT>
+template <int DT, int GF>
 static __device__ int phase_gate(const loom_dev_comm &c, const loom_moe_params &p,
                                  const loom_moe_call &call, moe_shared &sh, uint64_t epoch,
                                  float *lg_all) {
@@ -968,7 +1008,7 @@ static __device__ int phase_gate(const loom_dev_comm &c, const loom_moe_params &
                     2 * ((ntiles * npass + G - 1) / G) <= (ntiles + G - 1) / G * npass;
   const int nunits = jobs ? 0 : split ? ntiles * npass : ntiles;
   /* (a failed wait in the jobs raised the abort: barrier 1 fails everywhere) */
-  if (jobs) gate_jobs<DT>(c, p, call, sh, epoch, npass, ntiles, lg_all, pick, ring);
+  if (jobs) gate_jobs<DT, GF>(c, p, call, sh, epoch, npass, ntiles, lg_all, pick, ring);
   /* idle at barrier 1 for a while: a block of gate jobs that finishes no
    * tile (gate_jobs' finishers are the last to arrive) */
   const int idle = p.warm_counts && jobs && G - 1 - (int)blockIdx.x >= ntiles * gate_fin_shares(p, ntiles);
@@ -997,13 +1037,13 @@ static __device__ int phase_gate(const loom_dev_comm &c, const loom_moe_params &
     if (call.ids_in == NULL) {
       if (!split) {
         for (int q = k * npass; q < (k + 1) * npass; q++)
-          gate_logits_unit<DT>(p, call.x, T, all, q, nc, ring, lg_all, red);
+          gate_logits_unit<DT, GF>(p, call.x, T, all, q, nc, ring, lg_all, red);
         k++;
       } else { /* a stream of this one unit */
         float *lgt = p.gate_lg + (size_t)tile * LOOM_MOE_TT * E;
         const gate_seq one = {tile, 1, 1, pass, 1};
         gate_stream_begin<DT>(p, call.x, T, one, warp, nc, ring);
-        gate_logits_unit<DT>(p, call.x, T, one, 0, nc, ring, lgt, red);
+        gate_logits_unit<DT, GF>(p, call.x, T, one, 0, nc, ring, lgt, red);
         gate_stream_end();
         /* (gate_logits_unit ends with a barrier: every logit of the pass is written) */
         if (threadIdx.x == 0) {
@@ -2710,8 +2750,9 @@ static __device__ __noinline__ void trace_finish(loom_moe_trace_state *st,
 /* HOP = 0: 256-thread blocks, experts on the mma.sync engine (gemm_tile.cuh);
  * HOP = 1: 384-thread blocks, experts on the Hopper engine (maps used), with
  * the swapped decode tile of SW = 16 or 32 rows (loom_launch_moe picks the
- * kernel a call; SW = 16 where HOP = 0, unused). */
-template <int MATH, int PARTS, int HOP, int SW>
+ * kernel a call; SW = 16 where HOP = 0, unused). GF = 1: the gate's sums
+ * in fp32 on the 16-bit tensor cores (LOOM_GATE_FAST), else in fp64. */
+template <int MATH, int PARTS, int HOP, int SW, int GF>
 __global__ void __launch_bounds__(HOP ? MOE_HOP_THREADS : moe_cfg::threads, moe_cfg::blocks_per_sm)
     moe_kernel(loom_dev_comm c, loom_moe_params p, loom_moe_call call, const __grid_constant__ moe_maps maps) {
   constexpr int DT = math_dtype<MATH>::dt;
@@ -2727,7 +2768,7 @@ __global__ void __launch_bounds__(HOP ? MOE_HOP_THREADS : moe_cfg::threads, moe_
   /* a peer that failed since our last call stops this one at once */
   const int go = !loom_block_aborted(c);
   int idle = 0;
-  if (go) idle = phase_gate<DT>(c, p, call, sh, epoch, (float *)smem);
+  if (go) idle = phase_gate<DT, GF>(c, p, call, sh, epoch, (float *)smem);
   phase_mark(p, 0, t0); /* the gate's end: the credit waits below count in place's time, as before session 19 */
   if (go) moe_credits(c, p, call, sh, epoch); /* a failure raised the abort: barrier 1 fails */
   tr_open(call, sh, TR_WAIT, LOOM_MOE_TRACE_WAIT_BARRIER, TR_NO_PEER, 1, 0, 0);
@@ -2826,14 +2867,14 @@ struct loom_moe_plan {
   size_t smem;
 };
 
-template <int MATH, int PARTS, int HOP>
+template <int MATH, int PARTS, int HOP, int GF>
 static cudaError_t plan_parts(const loom_dev_comm *c, loom_moe_params *p, loom_moe_plan *pl) {
   typedef typename tile_types<MATH>::T T;
-  const void *kernel = (const void *)moe_kernel<MATH, PARTS, HOP, 16>;
+  const void *kernel = (const void *)moe_kernel<MATH, PARTS, HOP, 16, GF>;
   /* the 32-row swapped tile's kernel (Hopper engine; LOOM_MOE_SWAP=16 or 0: none) */
   const void *kernel32 = NULL;
   if constexpr (HOP)
-    if (p->swap == MOE_SWAP_ROWS) kernel32 = (const void *)moe_kernel<MATH, PARTS, HOP, 32>;
+    if (p->swap == MOE_SWAP_ROWS) kernel32 = (const void *)moe_kernel<MATH, PARTS, HOP, 32, GF>;
   const int threads = HOP ? MOE_HOP_THREADS : moe_cfg::threads;
   size_t smem = tile_smem<MATH, PARTS>::bytes;
   memset(&pl->maps, 0, sizeof pl->maps);
@@ -2953,12 +2994,21 @@ extern "C" cudaError_t loom_moe_plan_create(const loom_dev_comm *c, loom_moe_par
   if (pl == NULL) return cudaErrorMemoryAllocation;
   const int hop = use_hopper(p);
   cudaError_t e;
+  /* the fast gate (host/moe.c allows it for bf16 / fp16 only) */
+  const int gf = p->gate_math == LOOM_GATE_FAST;
   switch (p->dtype) {
-  case LOOM_BF16: e = hop ? plan_parts<TILE_BF16, 2, 1>(c, p, pl) : plan_parts<TILE_BF16, 2, 0>(c, p, pl); break;
-  case LOOM_FP16: e = hop ? plan_parts<TILE_FP16, 2, 1>(c, p, pl) : plan_parts<TILE_FP16, 2, 0>(c, p, pl); break;
+  case LOOM_BF16:
+    if (gf) e = hop ? plan_parts<TILE_BF16, 2, 1, 1>(c, p, pl) : plan_parts<TILE_BF16, 2, 0, 1>(c, p, pl);
+    else e = hop ? plan_parts<TILE_BF16, 2, 1, 0>(c, p, pl) : plan_parts<TILE_BF16, 2, 0, 0>(c, p, pl);
+    break;
+  case LOOM_FP16:
+    if (gf) e = hop ? plan_parts<TILE_FP16, 2, 1, 1>(c, p, pl) : plan_parts<TILE_FP16, 2, 0, 1>(c, p, pl);
+    else e = hop ? plan_parts<TILE_FP16, 2, 1, 0>(c, p, pl) : plan_parts<TILE_FP16, 2, 0, 0>(c, p, pl);
+    break;
   default:
-    if (p->math == LOOM_MATH_FP32) e = plan_parts<TILE_FP32, 2, 0>(c, p, pl);
-    else e = hop ? plan_parts<TILE_TF32, 2, 1>(c, p, pl) : plan_parts<TILE_TF32, 2, 0>(c, p, pl);
+    if (gf) e = cudaErrorInvalidValue; /* (checked on the host before) */
+    else if (p->math == LOOM_MATH_FP32) e = plan_parts<TILE_FP32, 2, 0, 0>(c, p, pl);
+    else e = hop ? plan_parts<TILE_TF32, 2, 1, 0>(c, p, pl) : plan_parts<TILE_TF32, 2, 0, 0>(c, p, pl);
   }
   if (e != cudaSuccess) {
     delete pl;

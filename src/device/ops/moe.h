@@ -83,6 +83,7 @@ typedef struct {
   int DR, NT;          /* dispatch region rows and 128-row tiles */
   int act, dtype, math, normalize, gated;
   int wlayout;         /* loom_weight_layout_t of wg, w1, w2 */
+  int gate_math;       /* loom_gate_math_t (LOOM_GATE_FAST: bf16 / fp16 only; selects the kernel) */
   double capacity_factor;
   int es;              /* bytes per element */
   size_t smem_need, smem_have; /* shared memory a block needs, may have (set by loom_moe_plan_create;
