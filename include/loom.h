@@ -502,11 +502,12 @@ loom_result_t loom_gemm_ar(loom_comm_t comm, const loom_gemm_args_t *args,
  * bench/RESULTS.md records the counts and the time saved. Inputs built to
  * tie within a few fp32 ulps are routed differently. The order of equal
  * values, the non-finite rules, determinism and the independence from
- * the token count are as for the exact gate. Status (2026-12-05): this
- * option was built and its checks tested on the CPU only; no GPU has run
- * it yet (the same arithmetic ran as a probe on an H200 in session 50:
- * routing equal to the exact gate's on every random token checked, gate
- * phase 83 -> 59 us at 16384 tokens). bench/RESULTS.md says when it has.
+ * the token count are as for the exact gate. Status (2026-12-05, one
+ * H100, bench/RESULTS.md session 52): test_moe's fast cases pass (0 of
+ * 3603 tokens routed otherwise than the exact gate); every token of a
+ * 16384-token bf16 layer and of an 8192-token fp16 Qwen3-shaped layer
+ * routed as the exact gate routes it; the gate phase 85 -> 65 us at 16384
+ * tokens (layer -1.9%), Qwen3 shape -3.2%.
  *
  * Buffer reuse across calls and operators. Any sequence of loom calls on
  * one communicator is safe without host synchronisation (MoE layers of

@@ -1,4 +1,5 @@
-# Session 51 call 1 (nvidia-h200): the fast gate offered as config.gate_math = LOOM_GATE_FAST
+# Written in session 51 (as s51_c1.sh, no GPU lent then); run as session 52 call 1 on nvidia-h100-x1
+# (the nvidia-h200 start was refused). The fast gate offered as config.gate_math = LOOM_GATE_FAST
 # (`loom moe --gate fast`). test_moe single (every case, the 4 fast-gate cases among them, each
 # token's routing checked against the fast gate's contract), then the benchmark points with
 # --gate exact and --gate fast alternately, two rounds, and two checks of every token.
