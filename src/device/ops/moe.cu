@@ -764,15 +764,14 @@ static_assert(LOOM_MOE_TT * LOOM_MOE_MAX_TOPK * sizeof(int) <= gate_part_bytes(m
               "a tile's picks fit in the gate's partials space");
 /* Add one to the count of an (epoch << 32) | count word whose epoch is
  * `tag` (a word of an older epoch counts as 0); returns the count before.
- * Lock-free: a failed CAS means another thread's add landed. */
+ * Two atomics, no loop: the max lifts a stale word to tag | 0 (and leaves
+ * this epoch's count alone), the add then counts from it. Same word, same
+ * thread: the add is ordered after the max. (It was a CAS loop, under
+ * which blocks that reach the word together retry one after another: at
+ * T = 2048, E = 32, 128 blocks take a split-mode ticket at once.) */
 static __device__ __forceinline__ uint32_t gate_count_add(unsigned long long *w, unsigned long long tag) {
-  unsigned long long old = __ldcg(w);
-  for (;;) {
-    const unsigned long long cur = (old & ~0xffffffffull) == tag ? old : tag;
-    const unsigned long long seen = atomicCAS(w, old, cur + 1);
-    if (seen == old) return (uint32_t)cur;
-    old = seen;
-  }
+  atomicMax(w, tag);
+  return (uint32_t)(atomicAdd(w, 1ull) - tag);
 }
 
 /* The routing of tokens [t0, t1) of a tile: top-k and weights from their
@@ -992,7 +991,7 @@ static __device__ int phase_gate(const loom_dev_comm &c, const loom_moe_params &
    * a unit is a job of its own (gate_jobs). Every way a logit is the same
    * function of its inputs (each warp's part by gate_warp_part, the parts
    * summed in warp order), so routing does not depend on T or the split.
-   * Counter words are (epoch << 32) | count, updated by CAS: a count
+   * Counter words are (epoch << 32) | count (gate_count_add): a count
    * left by a call that stopped halfway (abort) is stale by its epoch, not
    * added to. gate_cnt[0] is the ticket, gate_cnt[1 + tile] the arrivals.
    * The jobs' flags hold the epoch of their last call, so they too are
@@ -1025,6 +1024,7 @@ static __device__ int phase_gate(const loom_dev_comm &c, const loom_moe_params &
     if (split && !first) { /* (the barriers: every thread read sh.value's last use;
                             * gate_logits_unit's barriers come before its next write) */
       __syncthreads();
+      if (nunits <= G) break; /* every ticket would be past the last unit */
       if (threadIdx.x == 0) sh.value = G + (int)gate_count_add(&p.gate_cnt[0], tag);
       __syncthreads();
       u = sh.value;
