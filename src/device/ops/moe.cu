@@ -844,8 +844,9 @@ static __device__ __forceinline__ int gate_fin_shares(const loom_moe_params &p, 
  * (so the logits, and the routing, are the same whichever mode ran), then
  * top-k and weights, and adds its counts to the tile's
  * (gate_finish_tokens). Flags, not an arrival counter: the ~50 jobs of a
- * tile end at about the same time, and the CAS counter of the split mode
- * would take them one round trip after another. In the trace a block's
+ * tile end at about the same time, and the split mode's counter, a CAS
+ * loop then (gate_count_add is two atomics since session 53), took them one
+ * round trip after another. In the trace a block's
  * jobs are one gate slice and each share of a tile's finish another (a
  * = the tile, b = its first token, c = the share's tokens). One block a
  * tile (session 35) took 14.7 us to finish it at T = 128 on an H200, four
@@ -1013,7 +1014,7 @@ static __device__ int phase_gate(const loom_dev_comm &c, const loom_moe_params &
   const int idle = p.warm_counts && jobs && G - 1 - (int)blockIdx.x >= ntiles * gate_fin_shares(p, ntiles);
   /* split: first unit blockIdx.x, then G + tickets (a ticket for every
    * block at once made 132 CAS loops fight over one word at the start,
-   * ~20 us, measured) */
+   * ~20 us, measured when gate_count_add was a CAS loop) */
   /* without the split: one stream over the block's tiles and all their
    * passes (gate_seq), begun here */
   const gate_seq all = {(int)blockIdx.x, G, (int)blockIdx.x < ntiles ? (ntiles - 1 - (int)blockIdx.x) / G + 1 : 0,
